@@ -1,0 +1,366 @@
+//! The C ABI (`include/ggml_t2p.h`): the only `extern "C"` of the crate.
+//!
+//! Every entry point validates its arguments, maps [`Error`] to a `GGML_T2P_ERR_*` status, and
+//! runs inside `catch_unwind`, so no panic crosses into C (a caught panic is
+//! `GGML_T2P_ERR_INTERNAL`). With the `abi-check` feature, `build.rs` runs bindgen on the header
+//! and the `abi_check` module below fails to compile if a declaration and its export disagree.
+
+use crate::format::{
+    cast_blocks, cast_blocks_mut, q8k_blocks_per_row, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, Pod,
+};
+use crate::kernels::{gemm_raw, Activations, CpuFeatures, KernelLevel, PackedWeights};
+use crate::repack::{self, Layout, SourceType};
+use crate::Error;
+use core::ffi::{c_char, c_void};
+use core::mem::size_of;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The header's `GGML_T2P_ABI_VERSION`.
+pub const ABI_VERSION: u32 = 1;
+
+/// `GGML_T2P_OK`.
+pub const OK: i32 = 0;
+/// `GGML_T2P_ERR_INTERNAL`: a caught panic.
+pub const ERR_INTERNAL: i32 = -8;
+
+/// `GGML_T2P_KERNEL_AUTO`.
+pub const KERNEL_AUTO: i32 = 0;
+
+/// The status code of an error (the header's `GGML_T2P_ERR_*`).
+pub fn status(e: Error) -> i32 {
+    match e {
+        Error::Null => -1,
+        Error::Shape => -2,
+        Error::BufferSize => -3,
+        Error::Misaligned => -4,
+        Error::Range => -5,
+        Error::Unsupported => -6,
+        Error::InvalidArgument => -7,
+    }
+}
+
+fn guard(f: impl FnOnce() -> Result<(), Error>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => OK,
+        Ok(Err(e)) => status(e),
+        Err(_) => ERR_INTERNAL,
+    }
+}
+
+fn dim(v: i64) -> Result<usize, Error> {
+    usize::try_from(v).map_err(|_| Error::Shape)
+}
+
+fn source(t: i32) -> Result<SourceType, Error> {
+    u32::try_from(t).ok().and_then(SourceType::from_ggml).ok_or(Error::InvalidArgument)
+}
+
+fn layout(l: i32) -> Result<Layout, Error> {
+    Layout::from_i32(l).ok_or(Error::InvalidArgument)
+}
+
+fn kernel(k: i32) -> Result<KernelLevel, Error> {
+    if k == KERNEL_AUTO {
+        return KernelLevel::best().ok_or(Error::Unsupported);
+    }
+    let level = KernelLevel::from_i32(k).ok_or(Error::InvalidArgument)?;
+    if !level.is_available() {
+        return Err(Error::Unsupported);
+    }
+    Ok(level)
+}
+
+/// The first `need` bytes at `p` as blocks of `T`, after checking null, size and alignment.
+///
+/// # Safety
+/// `p` must be valid for reads of `size` bytes for the returned lifetime.
+unsafe fn blocks<'a, T: Pod>(p: *const c_void, size: usize, need: usize) -> Result<&'a [T], Error> {
+    if p.is_null() {
+        return Err(Error::Null);
+    }
+    if size < need {
+        return Err(Error::BufferSize);
+    }
+    // SAFETY: the caller guarantees size readable bytes, and need <= size.
+    cast_blocks(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), need) })
+}
+
+/// # Safety
+/// As [`blocks`], for writes, and the memory must not be aliased during the call.
+unsafe fn blocks_mut<'a, T: Pod>(p: *mut c_void, size: usize, need: usize) -> Result<&'a mut [T], Error> {
+    if p.is_null() {
+        return Err(Error::Null);
+    }
+    if size < need {
+        return Err(Error::BufferSize);
+    }
+    // SAFETY: as in blocks; unique for the call.
+    cast_blocks_mut(unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), need) })
+}
+
+/// Library version, NUL-terminated, static storage.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// The ABI version ([`ABI_VERSION`]).
+#[no_mangle]
+pub extern "C" fn ggml_t2p_abi_version() -> u32 {
+    ABI_VERSION
+}
+
+/// `GGML_T2P_CPU_*` bits of the running CPU.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_cpu_features() -> u32 {
+    catch_unwind(|| CpuFeatures::detect().bits()).unwrap_or(0)
+}
+
+/// Best kernel level, or 0 when the CPU has no dotprod (decline).
+#[no_mangle]
+pub extern "C" fn ggml_t2p_best_kernel() -> i32 {
+    catch_unwind(|| KernelLevel::best().map_or(0, |l| l as i32)).unwrap_or(0)
+}
+
+/// Name of a kernel level.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_kernel_name(kernel: i32) -> *const c_char {
+    let s: &'static str = match kernel {
+        KERNEL_AUTO => "auto\0",
+        1 => "ref\0",
+        2 => "dotprod\0",
+        3 => "i8mm\0",
+        _ => "unknown\0",
+    };
+    s.as_ptr().cast()
+}
+
+/// Text for a status code.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_status_string(status: i32) -> *const c_char {
+    let s: &'static str = match status {
+        0 => "ok\0",
+        -1 => "null pointer\0",
+        -2 => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)\0",
+        -3 => "buffer too small\0",
+        -4 => "buffer misaligned\0",
+        -5 => "row range out of bounds or not a multiple of 4\0",
+        -6 => "not supported on this CPU or for this type\0",
+        -7 => "invalid argument\0",
+        -8 => "internal error\0",
+        _ => "unknown status\0",
+    };
+    s.as_ptr().cast()
+}
+
+/// Whether a matrix can be repacked and run; see the header.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_supports(src_type: i32, layout_id: i32, kernel_id: i32, n_rows: i64, k: i64) -> i32 {
+    guard(|| {
+        let (src, lay) = (source(src_type)?, layout(layout_id)?);
+        kernel(kernel_id)?;
+        repack::repacked_size(src, lay, dim(n_rows)?, dim(k)?).map(|_| ())
+    })
+}
+
+/// Repacked size in bytes; see the header.
+///
+/// # Safety
+/// `out_size` must be null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_repacked_size(src_type: i32, layout_id: i32, n_rows: i64, k: i64, out_size: *mut usize) -> i32 {
+    guard(|| {
+        if out_size.is_null() {
+            return Err(Error::Null);
+        }
+        let size = repack::repacked_size(source(src_type)?, layout(layout_id)?, dim(n_rows)?, dim(k)?)?;
+        // SAFETY: non-null, and the caller guarantees it is writable.
+        unsafe { out_size.write(size) };
+        Ok(())
+    })
+}
+
+/// Q8_K activation bytes for `n_cols` rows of length `k`; see the header.
+///
+/// # Safety
+/// `out_size` must be null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_act_size(k: i64, n_cols: i64, out_size: *mut usize) -> i32 {
+    guard(|| {
+        if out_size.is_null() {
+            return Err(Error::Null);
+        }
+        let size = act_bytes(dim(k)?, dim(n_cols)?)?;
+        // SAFETY: non-null, and the caller guarantees it is writable.
+        unsafe { out_size.write(size) };
+        Ok(())
+    })
+}
+
+fn act_bytes(k: usize, n_cols: usize) -> Result<usize, Error> {
+    if k == 0 || k % 128 != 0 || n_cols == 0 {
+        return Err(Error::Shape);
+    }
+    n_cols
+        .checked_mul(q8k_blocks_per_row(k))
+        .and_then(|b| b.checked_mul(size_of::<BlockQ8K>()))
+        .ok_or(Error::Shape)
+}
+
+/// Repacks a matrix; see the header.
+///
+/// # Safety
+/// `src` valid for reads of `src_size` bytes, `dst` for writes of `dst_size` bytes, not
+/// overlapping.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_repack(src_type: i32, layout_id: i32, src: *const c_void, src_size: usize, n_rows: i64, k: i64, dst: *mut c_void, dst_size: usize) -> i32 {
+    guard(|| {
+        let (st, lay) = (source(src_type)?, layout(layout_id)?);
+        let (n_rows, k) = (dim(n_rows)?, dim(k)?);
+        let need_src = repack::source_size(st, n_rows, k)?;
+        let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
+        // SAFETY: the caller's contract on src/dst, forwarded.
+        unsafe {
+            match (st, lay) {
+                (SourceType::Pq2_0, Layout::T2p) => repack::repack_pq2_0_to_t2p(
+                    blocks::<BlockPq2_0>(src, src_size, need_src)?,
+                    n_rows,
+                    k,
+                    blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
+                ),
+                (SourceType::Ptq1_0, Layout::T2p) => repack::repack_ptq1_0_to_t2p(
+                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                    n_rows,
+                    k,
+                    blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
+                ),
+                (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::repack_ptq1_0_to_x4(
+                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                    n_rows,
+                    k,
+                    blocks_mut::<BlockPtq1_0x4>(dst, dst_size, need_dst)?,
+                ),
+                (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
+            }
+        }
+    })
+}
+
+/// gemv; see the header.
+///
+/// # Safety
+/// As [`ggml_t2p_gemm`] with `n_cols = 1`.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_gemv(layout_id: i32, kernel_id: i32, w: *const c_void, w_size: usize, n_rows: i64, k: i64, act: *const c_void, act_size: usize, dst: *mut f32, dst_len: usize, row_begin: i64, row_end: i64) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { ggml_t2p_gemm(layout_id, kernel_id, w, w_size, n_rows, k, act, act_size, 1, dst, dst_len, 0, row_begin, row_end) }
+}
+
+/// gemm; see the header.
+///
+/// # Safety
+/// `w` valid for reads of `w_size` bytes, `act` of `act_size` bytes, `dst` for writes of
+/// `dst_len` floats; no other thread touches the rows this call writes while it runs.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_gemm(layout_id: i32, kernel_id: i32, w: *const c_void, w_size: usize, n_rows: i64, k: i64, act: *const c_void, act_size: usize, n_cols: i64, dst: *mut f32, dst_len: usize, dst_col_stride: i64, row_begin: i64, row_end: i64) -> i32 {
+    guard(|| {
+        let lay = layout(layout_id)?;
+        let level = kernel(kernel_id)?;
+        let (n_rows, k, n_cols) = (dim(n_rows)?, dim(k)?, dim(n_cols)?);
+        let stride = dim(dst_col_stride)?;
+        let rows = dim(row_begin).map_err(|_| Error::Range)?..dim(row_end).map_err(|_| Error::Range)?;
+        let src = match lay {
+            Layout::T2p => SourceType::Pq2_0,
+            Layout::Ptq1_0x4 => SourceType::Ptq1_0,
+        };
+        let w_need = repack::repacked_size(src, lay, n_rows, k)?;
+        let a_need = act_bytes(k, n_cols)?;
+        // SAFETY: the caller's contract on w and act, forwarded.
+        let acts = unsafe { blocks::<BlockQ8K>(act, act_size, a_need)? };
+        let a = Activations::new(acts, n_cols, k)?;
+        let weights = match lay {
+            // SAFETY: as above.
+            Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+            Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+        };
+        if dst.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
+        unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
+    })
+}
+
+/// Compile-time proof that the header and these exports agree (feature `abi-check`).
+#[cfg(feature = "abi-check")]
+#[allow(non_camel_case_types, non_upper_case_globals, dead_code, missing_docs, clippy::all)]
+pub mod abi_check {
+    mod c {
+        include!(concat!(env!("OUT_DIR"), "/ggml_t2p_bindings.rs"));
+    }
+
+    /// Both arguments must have the same type.
+    fn same<T>(_: T, _: T) {}
+
+    macro_rules! same_signature {
+        ($($name:ident($($arg:tt),*);)*) => {
+            /// Referenced so the checks are compiled.
+            pub fn check() {
+                $(
+                    same(
+                        c::$name as unsafe extern "C" fn($($arg),*) -> _,
+                        super::$name as unsafe extern "C" fn($($arg),*) -> _,
+                    );
+                )*
+            }
+        };
+    }
+
+    same_signature! {
+        ggml_t2p_version();
+        ggml_t2p_abi_version();
+        ggml_t2p_cpu_features();
+        ggml_t2p_best_kernel();
+        ggml_t2p_kernel_name(_);
+        ggml_t2p_status_string(_);
+        ggml_t2p_supports(_, _, _, _, _);
+        ggml_t2p_repacked_size(_, _, _, _, _);
+        ggml_t2p_act_size(_, _, _);
+        ggml_t2p_repack(_, _, _, _, _, _, _, _);
+        ggml_t2p_gemv(_, _, _, _, _, _, _, _, _, _, _, _);
+        ggml_t2p_gemm(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
+    }
+
+    const _: () = {
+        assert!(c::GGML_T2P_ABI_VERSION as u32 == super::ABI_VERSION);
+        assert!(c::GGML_T2P_OK == super::OK);
+        assert!(c::GGML_T2P_ERR_INTERNAL == super::ERR_INTERNAL);
+        assert!(c::GGML_T2P_KERNEL_AUTO == super::KERNEL_AUTO);
+        assert!(c::GGML_T2P_KERNEL_REF == crate::KernelLevel::Reference as i32);
+        assert!(c::GGML_T2P_KERNEL_DOTPROD == crate::KernelLevel::Dotprod as i32);
+        assert!(c::GGML_T2P_KERNEL_I8MM == crate::KernelLevel::I8mm as i32);
+        assert!(c::GGML_T2P_LAYOUT_T2P == crate::repack::Layout::T2p as i32);
+        assert!(c::GGML_T2P_LAYOUT_PTQ1_0X4 == crate::repack::Layout::Ptq1_0x4 as i32);
+        assert!(c::GGML_T2P_TYPE_PQ2_0 as u32 == crate::format::GGML_TYPE_PQ2_0);
+        assert!(c::GGML_T2P_TYPE_PTQ1_0 as u32 == crate::format::GGML_TYPE_PTQ1_0);
+    };
+
+    /// Each error's status code must be the header's constant.
+    pub const STATUS: [(crate::Error, i32); 7] = [
+        (crate::Error::Null, c::GGML_T2P_ERR_NULL),
+        (crate::Error::Shape, c::GGML_T2P_ERR_SHAPE),
+        (crate::Error::BufferSize, c::GGML_T2P_ERR_BUFFER_SIZE),
+        (crate::Error::Misaligned, c::GGML_T2P_ERR_MISALIGNED),
+        (crate::Error::Range, c::GGML_T2P_ERR_RANGE),
+        (crate::Error::Unsupported, c::GGML_T2P_ERR_UNSUPPORTED),
+        (crate::Error::InvalidArgument, c::GGML_T2P_ERR_INVALID_ARGUMENT),
+    ];
+
+    #[test]
+    fn status_codes_match_header() {
+        check();
+        for (e, code) in STATUS {
+            assert_eq!(super::status(e), code, "{e:?}");
+        }
+    }
+}

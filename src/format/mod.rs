@@ -1,0 +1,94 @@
+//! Block formats: the on-disk ggml blocks we read (PQ2_0, PTQ1_0), the activation block we
+//! consume (Q8_K) and the repacked layouts we run on (T2P, PTQ1_0x4).
+//!
+//! Every type is `#[repr(C)]`, has no padding, and accepts any bit pattern, so a byte buffer of
+//! the right length and alignment can be viewed as a slice of blocks ([`cast_blocks`]).
+//! Sizes and field offsets are checked at compile time against NOTES.md §1 and §3.
+
+mod pq2_0;
+mod ptq1_0;
+mod q8_k;
+mod t2p;
+
+pub use pq2_0::BlockPq2_0;
+pub use ptq1_0::{ptq1_0_digit, BlockPtq1_0, BlockPtq1_0x4};
+pub use q8_k::BlockQ8K;
+pub use t2p::BlockT2p;
+
+use crate::Error;
+
+/// Weights per PQ2_0, PTQ1_0 and T2P block row (one fp16 scale each).
+pub const QK: usize = 128;
+/// Activations per Q8_K block.
+pub const QK_K: usize = 256;
+
+/// ggml type id of PQ2_0 in PrismML's fork (`GGML_TYPE_PQ2_0`).
+pub const GGML_TYPE_PQ2_0: u32 = 142;
+/// ggml type id of PTQ1_0 in PrismML's fork (`GGML_TYPE_PTQ1_0`).
+pub const GGML_TYPE_PTQ1_0: u32 = 143;
+/// ggml type id of Q8_K.
+pub const GGML_TYPE_Q8_K: u32 = 15;
+
+/// Marker for block types that are plain old data: `repr(C)`, no padding, every bit pattern valid.
+///
+/// # Safety
+/// Implementors must satisfy exactly that; [`cast_blocks`] relies on it.
+pub unsafe trait Pod: Copy + 'static {}
+
+unsafe impl Pod for BlockPq2_0 {}
+unsafe impl Pod for BlockPtq1_0 {}
+unsafe impl Pod for BlockPtq1_0x4 {}
+unsafe impl Pod for BlockQ8K {}
+unsafe impl Pod for BlockT2p {}
+unsafe impl Pod for u8 {}
+unsafe impl Pod for f32 {}
+
+/// Views `bytes` as blocks of `T`.
+///
+/// # Errors
+/// [`Error::Misaligned`] if `bytes` is not aligned for `T`; [`Error::BufferSize`] if its length is
+/// not a multiple of `size_of::<T>()`.
+pub fn cast_blocks<T: Pod>(bytes: &[u8]) -> Result<&[T], Error> {
+    let size = core::mem::size_of::<T>();
+    if bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
+        return Err(Error::Misaligned);
+    }
+    if bytes.len() % size != 0 {
+        return Err(Error::BufferSize);
+    }
+    // SAFETY: alignment and length checked above; T is Pod, so every bit pattern is a valid T.
+    Ok(unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size) })
+}
+
+/// Mutable twin of [`cast_blocks`].
+///
+/// # Errors
+/// As [`cast_blocks`].
+pub fn cast_blocks_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], Error> {
+    let size = core::mem::size_of::<T>();
+    if bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
+        return Err(Error::Misaligned);
+    }
+    if bytes.len() % size != 0 {
+        return Err(Error::BufferSize);
+    }
+    // SAFETY: as in cast_blocks, and the borrow is unique.
+    Ok(unsafe { core::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size) })
+}
+
+/// Views blocks as their bytes (for writing files and comparing buffers).
+pub fn as_bytes<T: Pod>(blocks: &[T]) -> &[u8] {
+    // SAFETY: Pod types have no padding, so every byte is initialised.
+    unsafe { core::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), core::mem::size_of_val(blocks)) }
+}
+
+/// Number of Q8_K blocks that hold one activation row of `k` values. Rows whose `k` is a multiple
+/// of 128 but not of 256 are zero-padded to the next multiple of 256 before quantizing (the zeros
+/// change no scale), so this rounds up.
+pub const fn q8k_blocks_per_row(k: usize) -> usize {
+    k.div_ceil(QK_K)
+}
+
+// The kernels read blocks with plain loads of their little-endian fields.
+#[cfg(not(target_endian = "little"))]
+compile_error!("ggml-t2p supports little-endian targets only (as ggml's quantized types do)");

@@ -1,0 +1,141 @@
+//! PTQ1_0: 128 ternary weights in 28 bytes, five base-3 digits (trits) per byte
+//! (NOTES.md §1; ggml type 143 in PrismML's newer fork), and PTQ1_0x4, our load-time
+//! rearrangement of four rows' blocks that keeps every byte (1.75 bits per weight).
+
+use half::f16;
+use core::mem::{offset_of, size_of};
+
+/// Digit `n` (0..=4) of a PTQ1_0 byte `q`: `((uint8)(q * 3^n) * 3) >> 8`, a value 0..=2.
+///
+/// Equivalently, for `v = q * 3^n mod 256`, the digit is `(v >= 86) + (v >= 171)` (the form the
+/// NEON kernels use). Source: NOTES.md §1, checked against the fork's `dequantize_row_ptq1_0` by the
+/// golden vectors.
+#[inline]
+pub const fn ptq1_0_digit(q: u8, n: u32) -> u8 {
+    let v = q.wrapping_mul(3u8.pow(n));
+    ((v as u16 * 3) >> 8) as u8
+}
+
+/// One PTQ1_0 block: `qs[24]`, `qh[2]`, then the fp16 scale `d` last.
+///
+/// Weight `e` (0..128) is `(digit - 1) * d`, the digit taken as follows (NOTES.md §1):
+/// - `e < 80`: digit `e / 16` of `qs[e % 16]`;
+/// - `80 <= e < 120`: digit `(e - 80) / 8` of `qs[16 + (e - 80) % 8]`;
+/// - `120 <= e`: digit `(e - 120) / 2` of `qh[(e - 120) % 2]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockPtq1_0 {
+    /// Five digits per byte (elements 0..120).
+    pub qs: [u8; 24],
+    /// Four digits per byte (elements 120..128).
+    pub qh: [u8; 2],
+    /// Scale (fp16), stored last.
+    pub d: f16,
+}
+
+const _: () = assert!(size_of::<BlockPtq1_0>() == 28);
+const _: () = assert!(offset_of!(BlockPtq1_0, qs) == 0);
+const _: () = assert!(offset_of!(BlockPtq1_0, qh) == 24);
+const _: () = assert!(offset_of!(BlockPtq1_0, d) == 26);
+
+/// Where element `e` of a PTQ1_0 block lives: (byte index 0..26 over `qs` then `qh`, digit).
+#[inline]
+pub const fn ptq1_0_element_source(e: usize) -> (usize, u32) {
+    if e < 80 {
+        (e % 16, (e / 16) as u32)
+    } else if e < 120 {
+        (16 + (e - 80) % 8, ((e - 80) / 8) as u32)
+    } else {
+        (24 + (e - 120) % 2, ((e - 120) / 2) as u32)
+    }
+}
+
+impl BlockPtq1_0 {
+    /// Byte `i` of `qs` followed by `qh` (i < 26).
+    #[inline]
+    fn byte(&self, i: usize) -> u8 {
+        if i < 24 {
+            self.qs[i]
+        } else {
+            self.qh[i - 24]
+        }
+    }
+
+    /// The digit (0..=2) of element `e` (0..128); the weight is `(digit - 1) * d`.
+    ///
+    /// # Panics
+    /// If `e >= 128`.
+    #[inline]
+    pub fn digit(&self, e: usize) -> u8 {
+        assert!(e < 128);
+        let (i, n) = ptq1_0_element_source(e);
+        ptq1_0_digit(self.byte(i), n)
+    }
+
+    /// All 128 digits in element order. A digit is also the PQ2_0 code of the same weight.
+    pub fn digits(&self) -> [u8; 128] {
+        core::array::from_fn(|e| self.digit(e))
+    }
+}
+
+/// Four rows' PTQ1_0 blocks of one 128-column block, rearranged for `sdot`/`smmla` (112 bytes,
+/// still 1.75 bits per weight).
+///
+/// Every source byte is kept; only the order changes so that each digit of a 16-byte vector is a
+/// `[row a: 8 weights | row b: the same 8 weights]` operand, as in T2P (row pair `p` = rows
+/// `2p`, `2p+1`):
+/// - `lo[p][h]` = `[row 2p: qs[8h..8h+8] | row 2p+1: qs[8h..8h+8]]`; digit `n` of it holds
+///   elements `16n + 8h .. +8`, i.e. 8-weight chunk `c = 2n + h` (c = 0..10);
+/// - `hi[p]` = `[row 2p: qs[16..24] | row 2p+1: qs[16..24]]`; digit `n` holds elements
+///   `80 + 8n .. +8`, chunk `c = 10 + n`;
+/// - `qh[r]` = row `r`'s two `qh` bytes (elements 120..128, chunk 15), expanded in registers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockPtq1_0x4 {
+    /// Scales of rows 0..4 (fp16).
+    pub d: [f16; 4],
+    /// `lo[pair][half]`, see the type docs.
+    pub lo: [[[u8; 16]; 2]; 2],
+    /// `hi[pair]`, see the type docs.
+    pub hi: [[u8; 16]; 2],
+    /// `qh[row]`.
+    pub qh: [[u8; 2]; 4],
+}
+
+const _: () = assert!(size_of::<BlockPtq1_0x4>() == 112);
+const _: () = assert!(size_of::<BlockPtq1_0x4>() == 4 * size_of::<BlockPtq1_0>());
+const _: () = assert!(offset_of!(BlockPtq1_0x4, d) == 0);
+const _: () = assert!(offset_of!(BlockPtq1_0x4, lo) == 8);
+const _: () = assert!(offset_of!(BlockPtq1_0x4, hi) == 72);
+const _: () = assert!(offset_of!(BlockPtq1_0x4, qh) == 104);
+
+impl BlockPtq1_0x4 {
+    /// Interleaves four rows' blocks (rows 0..4 of one 128-column block).
+    pub fn from_rows(rows: [&BlockPtq1_0; 4]) -> Self {
+        let mut out = BlockPtq1_0x4::default();
+        for (r, b) in rows.iter().enumerate() {
+            let (p, side) = (r / 2, 8 * (r % 2));
+            out.d[r] = b.d;
+            for h in 0..2 {
+                out.lo[p][h][side..side + 8].copy_from_slice(&b.qs[8 * h..8 * h + 8]);
+            }
+            out.hi[p][side..side + 8].copy_from_slice(&b.qs[16..24]);
+            out.qh[r] = b.qh;
+        }
+        out
+    }
+
+    /// The exact inverse of [`BlockPtq1_0x4::from_rows`]: row `r`'s original block.
+    ///
+    /// # Panics
+    /// If `r >= 4`.
+    pub fn row(&self, r: usize) -> BlockPtq1_0 {
+        let (p, side) = (r / 2, 8 * (r % 2));
+        let mut b = BlockPtq1_0 { d: self.d[r], qh: self.qh[r], ..Default::default() };
+        for h in 0..2 {
+            b.qs[8 * h..8 * h + 8].copy_from_slice(&self.lo[p][h][side..side + 8]);
+        }
+        b.qs[16..24].copy_from_slice(&self.hi[p][side..side + 8]);
+        b
+    }
+}

@@ -1,0 +1,91 @@
+//! T2P: four PQ2_0 rows of one 128-column block in 136 bytes, reordered so a slot of a 16-byte
+//! word is a `sdot`/`smmla` operand after one `and` (NOTES.md §3, seeds/ciot-readme-long.txt).
+
+use super::BlockPq2_0;
+use half::f16;
+use core::mem::{offset_of, size_of};
+
+/// One T2P block: the four rows' fp16 scales, then `qs[pair][word][byte]`.
+///
+/// Byte `j` of word `w` of row pair `p` holds, in bits `2s..2s+1` (slot `s` = 0..4), the PQ2_0
+/// code of row `2p + (j >= 8)`, weight `8 * (4w + s) + (j & 7)`. So slot `s` of a word, as 16
+/// lanes, is `[row 2p: weights 8c..8c+8 | row 2p+1: the same weights]` for chunk `c = 4w + s`.
+///
+/// A repacked `n_rows x k` matrix stores these blocks row-group major: all `k/128` blocks of
+/// rows 0..4, then rows 4..8, and so on; it has the same size as the PQ2_0 matrix.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BlockT2p {
+    /// Scales of rows 0..4 (fp16), in row order.
+    pub d: [f16; 4],
+    /// `qs[pair][word][byte]`, see the type docs.
+    pub qs: [[[u8; 16]; 4]; 2],
+}
+
+const _: () = assert!(size_of::<BlockT2p>() == 136);
+const _: () = assert!(size_of::<BlockT2p>() == 4 * size_of::<BlockPq2_0>());
+const _: () = assert!(offset_of!(BlockT2p, d) == 0);
+const _: () = assert!(offset_of!(BlockT2p, qs) == 8);
+
+/// Where a T2P code lives: (pair, word, byte, slot) of row `r` (0..4), weight `j` (0..128).
+#[inline]
+pub const fn t2p_position(r: usize, j: usize) -> (usize, usize, usize, usize) {
+    let c = j / 8;
+    (r / 2, c / 4, 8 * (r % 2) + j % 8, c % 4)
+}
+
+impl BlockT2p {
+    /// The 2-bit code of row `r` (0..4), weight `j` (0..128).
+    ///
+    /// # Panics
+    /// If `r >= 4` or `j >= 128`.
+    #[inline]
+    pub fn code(&self, r: usize, j: usize) -> u8 {
+        let (p, w, b, s) = t2p_position(r, j);
+        (self.qs[p][w][b] >> (2 * s)) & 3
+    }
+
+    /// Packs four PQ2_0 blocks (rows 0..4 of one 128-column block).
+    ///
+    /// Weight `32w + 8s + e` of a row sits in PQ2_0 bytes `8w + 2s` (e < 4) and `8w + 2s + 1`
+    /// (e >= 4), so each 16-bit pair of source bytes holds one slot's eight codes; this gathers
+    /// code `e` of the four slots into output byte `e`.
+    pub fn from_rows(rows: [&BlockPq2_0; 4]) -> Self {
+        let mut out = BlockT2p::default();
+        for (r, src) in rows.iter().enumerate() {
+            let (p, side) = (r / 2, 8 * (r % 2));
+            out.d[r] = src.d;
+            for w in 0..4 {
+                let slot: [u16; 4] = core::array::from_fn(|s| {
+                    u16::from_le_bytes([src.qs[8 * w + 2 * s], src.qs[8 * w + 2 * s + 1]])
+                });
+                for e in 0..8 {
+                    let mut byte = 0u8;
+                    for (s, &bits) in slot.iter().enumerate() {
+                        byte |= (((bits >> (2 * e)) & 3) as u8) << (2 * s);
+                    }
+                    out.qs[p][w][side + e] = byte;
+                }
+            }
+        }
+        out
+    }
+
+    /// The exact inverse of [`BlockT2p::from_rows`]: row `r`'s PQ2_0 block.
+    ///
+    /// # Panics
+    /// If `r >= 4`.
+    pub fn row(&self, r: usize) -> BlockPq2_0 {
+        let mut b = BlockPq2_0 { d: self.d[r], qs: [0; 32] };
+        for j in 0..128 {
+            b.set_code(j, self.code(r, j));
+        }
+        b
+    }
+
+    /// Scale of row `r` as f32 (exact).
+    #[inline]
+    pub fn d_f32(&self, r: usize) -> f32 {
+        f16::to_f32(self.d[r])
+    }
+}

@@ -1,0 +1,287 @@
+//! NEON kernels with `sdot` (FEAT_DotProd): the T2P gemv of the seeds, a generic `sdot` gemv,
+//! and a dotprod-only gemm for CPUs without i8mm (Cortex-A76, Neoverse-N1, Raspberry Pi 5).
+//!
+//! ## T2P gemv (`gemv_t2p_4x16_q8_k_dotprod`)
+//! One T2P block is 4 rows x 128 weights: 2 row pairs x 4 words of 16 bytes. Slot `s` of word `w`
+//! is `[row a: chunk 4w+s | row b: the same chunk]`; the chunk's 8 activations are loaded
+//! duplicated (`ld1r` of 8 bytes) so one `sdot` serves both rows (lanes 0,1: row a; 2,3: row b).
+//! Slots come out with `and 0x03` (u), `and 0x0c` (4u), `and 0x30` (16u) and `ushr #6` (u; an `and
+//! 0xc0` would give 128 = -128), each into its own accumulator: 8 independent accumulators per
+//! block, so `sdot` latency hides behind itself. Once per 128 weights:
+//! `a2 + 4 a1 + 16 (a0 + a3) = 16 dot(u, y)`, `>> 4` (exact), minus `sum(y)` from the Q8_K `bsums`
+//! gives `isum`, and one `fmul` + one `fma` per 4 rows apply `fp32(d) * d_y` exactly as the
+//! reference does.
+//!
+//! Instruction counts, read from the compiled code (`cargo rustc --release --target
+//! aarch64-unknown-linux-gnu -- --emit asm`, `tools/cycle-model.sh` extracts the loop): see
+//! README.md "Cycle model"; per 16-byte word the loop issues 3 `and` + 1 `ushr` + 4 `sdot` as the
+//! seed describes (its stock comparison: 16 preparation instructions per 4 `sdot` per 64 weights).
+//!
+//! ## Generic kernels
+//! [`ChunkDecoder`] turns one 4-row block into 16 chunks of two `[row a | row b]` int8 operands
+//! (one per row pair) with exact values; the gemv and the 4x4 `sdot` gemm here and the `smmla`
+//! gemm in `neon_i8mm` run any decoder (T2P and PTQ1_0x4).
+
+use super::act_pack::{with_halves, with_x4, ActBlockX4, ActHalf};
+use super::asm::{load_f16x4, sdot};
+use super::Job;
+use crate::format::BlockT2p;
+use core::arch::aarch64::*;
+
+/// Turns one 4-row x 128-weight block into `[row a | row b]` int8 chunk operands.
+pub(crate) trait ChunkDecoder {
+    /// The repacked block type.
+    type Block;
+    /// `false`: values are codes `u = w + 1` and `isum = dot - sum(y)`.
+    /// `true`: values are `-digit` and `isum = -(dot + sum(y))`.
+    const NEGATED: bool;
+    /// The four rows' scales as f32.
+    ///
+    /// # Safety
+    /// NEON available (always on aarch64).
+    unsafe fn scales(b: &Self::Block) -> float32x4_t;
+    /// Calls `f(c, pair0, pair1)` for each chunk `c` in 0..16 (in any order), where `pairP` holds
+    /// rows `2P` (bytes 0..8) and `2P+1` (bytes 8..16), weights `8c..8c+8`.
+    ///
+    /// # Safety
+    /// NEON available.
+    unsafe fn chunks(b: &Self::Block, f: impl FnMut(usize, int8x16_t, int8x16_t));
+}
+
+/// T2P with exact slot values (`and 3`, `ushr 2 + and 3`, `ushr 4 + and 3`, `ushr 6`).
+pub(crate) struct T2pDecoder;
+
+impl ChunkDecoder for T2pDecoder {
+    type Block = BlockT2p;
+    const NEGATED: bool = false;
+
+    #[inline(always)]
+    unsafe fn scales(b: &BlockT2p) -> float32x4_t {
+        // SAFETY: d is 8 readable bytes.
+        unsafe { load_f16x4(b.d.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn chunks(b: &BlockT2p, mut f: impl FnMut(usize, int8x16_t, int8x16_t)) {
+        // SAFETY: each word is 16 readable bytes.
+        unsafe {
+            let m3 = vdupq_n_u8(3);
+            for w in 0..4 {
+                let w0 = vld1q_u8(b.qs[0][w].as_ptr());
+                let w1 = vld1q_u8(b.qs[1][w].as_ptr());
+                let s8 = vreinterpretq_s8_u8;
+                f(4 * w, s8(vandq_u8(w0, m3)), s8(vandq_u8(w1, m3)));
+                f(4 * w + 1, s8(vandq_u8(vshrq_n_u8::<2>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<2>(w1), m3)));
+                f(4 * w + 2, s8(vandq_u8(vshrq_n_u8::<4>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<4>(w1), m3)));
+                f(4 * w + 3, s8(vshrq_n_u8::<6>(w0)), s8(vshrq_n_u8::<6>(w1)));
+            }
+        }
+    }
+}
+
+/// 8 activations at `p`, duplicated into both halves (`ld1r {v.2d}`).
+///
+/// # Safety
+/// `p` valid for reading 8 bytes.
+#[inline(always)]
+pub(crate) unsafe fn dup8(p: *const i8) -> int8x16_t {
+    // SAFETY: 8 readable bytes, read unaligned.
+    unsafe { vreinterpretq_s8_u64(vdupq_n_u64(core::ptr::read_unaligned(p.cast::<u64>()))) }
+}
+
+/// Applies one block's integer result to the running sums: `sumf + scale * isum` (one fused
+/// rounding per lane, as the reference), where `isum = v - sum(y)` or, for negated decoders,
+/// `isum = -(v + sum(y))` (computed as `sumf - scale * (v + sum(y))`, the same bits). `nysum` is
+/// `-sum(y)` per lane.
+#[inline(always)]
+pub(crate) unsafe fn apply(negated: bool, sumf: float32x4_t, scale: float32x4_t, v: int32x4_t, nysum: int32x4_t) -> float32x4_t {
+    // SAFETY: register operations; NEON is baseline on aarch64.
+    unsafe {
+        if negated {
+            vfmsq_f32(sumf, scale, vcvtq_f32_s32(vsubq_s32(v, nysum)))
+        } else {
+            vfmaq_f32(sumf, scale, vcvtq_f32_s32(vaddq_s32(v, nysum)))
+        }
+    }
+}
+
+/// `a2 + 4 a1 + 16 (a0 + a3)` for one row pair's slot accumulators.
+#[inline(always)]
+unsafe fn recombine(a: [int32x4_t; 4]) -> int32x4_t {
+    // SAFETY: register operations.
+    unsafe { vmlaq_n_s32(vmlaq_n_s32(a[2], a[1], 4), vaddq_s32(a[0], a[3]), 16) }
+}
+
+/// T2P x Q8_K gemv with `sdot`, 4 rows per block (the seed's kernel).
+///
+/// # Safety
+/// dotprod available; `job` validated by `gemm_raw` with one column.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) unsafe fn gemv_t2p_4x16_q8_k_dotprod(job: Job<'_, BlockT2p>) {
+    let col = job.col(0);
+    // SAFETY: forwarded.
+    with_halves(col, job.nb, |halves| unsafe { gemv_t2p_body(&job, halves) });
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemv_t2p_body(job: &Job<'_, BlockT2p>, halves: &[ActHalf]) {
+    let col = job.col(0);
+    let (m03, m0c, m30) = (vdupq_n_u8(0x03), vdupq_n_u8(0x0c), vdupq_n_u8(0x30));
+    for g in job.groups.clone() {
+        let mut sumf = vdupq_n_f32(0.0);
+        for (i, (b, h)) in job.group(g).iter().zip(halves).enumerate() {
+            // SAFETY: q points at 128 activations of this half block; all loads are in bounds.
+            unsafe {
+                let q = col[i / 2].qs.as_ptr().add(128 * (i % 2));
+                let zero = vdupq_n_s32(0);
+                let mut acc = [[zero; 4]; 2];
+                for w in 0..4 {
+                    let y: [int8x16_t; 4] = core::array::from_fn(|s| dup8(q.add(8 * (4 * w + s))));
+                    for (p, a) in acc.iter_mut().enumerate() {
+                        let word = vld1q_u8(b.qs[p][w].as_ptr());
+                        a[0] = sdot(a[0], vreinterpretq_s8_u8(vandq_u8(word, m03)), y[0]);
+                        a[1] = sdot(a[1], vreinterpretq_s8_u8(vandq_u8(word, m0c)), y[1]);
+                        a[2] = sdot(a[2], vreinterpretq_s8_u8(vandq_u8(word, m30)), y[2]);
+                        a[3] = sdot(a[3], vreinterpretq_s8_u8(vshrq_n_u8::<6>(word)), y[3]);
+                    }
+                }
+                // lanes [row 0, row 1, row 2, row 3] of 16 * dot(u, y)
+                let dot16 = vpaddq_s32(recombine(acc[0]), recombine(acc[1]));
+                let scale = vmulq_n_f32(load_f16x4(b.d.as_ptr().cast()), h.d);
+                sumf = apply(false, sumf, scale, vshrq_n_s32::<4>(dot16), vdupq_n_s32(-h.ysum));
+            }
+        }
+        // SAFETY: rows 4g..4g+4 of column 0 belong to this job.
+        unsafe { vst1q_f32(job.out.ptr.add(4 * g), sumf) };
+    }
+}
+
+/// Generic gemv with `sdot` for any [`ChunkDecoder`].
+///
+/// # Safety
+/// dotprod available; `job` validated with one column.
+#[inline(always)]
+pub(crate) unsafe fn gemv_sdot<D: ChunkDecoder>(job: &Job<'_, D::Block>, halves: &[ActHalf]) {
+    let col = job.col(0);
+    for g in job.groups.clone() {
+        let mut sumf = unsafe { vdupq_n_f32(0.0) };
+        for (i, (b, h)) in job.group(g).iter().zip(halves).enumerate() {
+            // SAFETY: in-bounds loads of this half block's activations.
+            unsafe {
+                let q = col[i / 2].qs.as_ptr().add(128 * (i % 2));
+                let zero = vdupq_n_s32(0);
+                let mut acc = [[zero; 2]; 2];
+                D::chunks(b, |c, w0, w1| {
+                    let y = dup8(q.add(8 * c));
+                    acc[0][c & 1] = sdot(acc[0][c & 1], w0, y);
+                    acc[1][c & 1] = sdot(acc[1][c & 1], w1, y);
+                });
+                let v = vpaddq_s32(vaddq_s32(acc[0][0], acc[0][1]), vaddq_s32(acc[1][0], acc[1][1]));
+                let scale = vmulq_n_f32(D::scales(b), h.d);
+                sumf = apply(D::NEGATED, sumf, scale, v, vdupq_n_s32(-h.ysum));
+            }
+        }
+        // SAFETY: rows 4g..4g+4 of column 0 belong to this job.
+        unsafe { vst1q_f32(job.out.ptr.add(4 * g), sumf) };
+    }
+}
+
+/// Stores the 4 rows of row group `g` for column `j` if `j < n_cols`.
+///
+/// # Safety
+/// The job owns those rows.
+#[inline(always)]
+pub(crate) unsafe fn store_col<B>(job: &Job<'_, B>, g: usize, j: usize, v: float32x4_t) {
+    if j < job.n_cols {
+        // SAFETY: per the function contract.
+        unsafe { vst1q_f32(job.out.ptr.add(j * job.out.col_stride + 4 * g), v) };
+    }
+}
+
+/// Broadcast lane `j % 2` of the column-pair vector holding column `j` (0..4).
+#[inline(always)]
+unsafe fn lane_f32(v: [float32x4_t; 2], j: usize) -> float32x4_t {
+    // SAFETY: register operations.
+    unsafe {
+        match j {
+            0 => vdupq_laneq_f32::<0>(v[0]),
+            1 => vdupq_laneq_f32::<1>(v[0]),
+            2 => vdupq_laneq_f32::<0>(v[1]),
+            _ => vdupq_laneq_f32::<1>(v[1]),
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn lane_s32(v: [int32x4_t; 2], j: usize) -> int32x4_t {
+    // SAFETY: register operations.
+    unsafe {
+        match j {
+            0 => vdupq_laneq_s32::<0>(v[0]),
+            1 => vdupq_laneq_s32::<1>(v[0]),
+            2 => vdupq_laneq_s32::<0>(v[1]),
+            _ => vdupq_laneq_s32::<1>(v[1]),
+        }
+    }
+}
+
+/// Generic dotprod-only gemm: tiles of 4 rows x 4 columns, `sdot` with `ld1r`-duplicated
+/// activation chunks from the Q8_Kx4 pack. Each decoded chunk feeds 8 `sdot` (2 row pairs x 4
+/// columns); a batch that is not a multiple of 4 runs its last tile on zero-padded columns.
+///
+/// # Safety
+/// dotprod available; `job` validated; `pack` is `with_x4` of the job's activations.
+#[inline(always)]
+pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block>, pack: &[ActBlockX4]) {
+    let nb = job.nb;
+    for g in job.groups.clone() {
+        let blocks = job.group(g);
+        for cg in 0..job.n_cols.div_ceil(4) {
+            let acts = &pack[cg * nb..(cg + 1) * nb];
+            let mut sumf = [unsafe { vdupq_n_f32(0.0) }; 4];
+            for (b, a) in blocks.iter().zip(acts) {
+                // SAFETY: all loads inside this block and this pack entry.
+                unsafe {
+                    let zero = vdupq_n_s32(0);
+                    let mut acc = [[zero; 4]; 2];
+                    let qs = a.qs.as_ptr();
+                    D::chunks(b, |c, w0, w1| {
+                        for j in 0..4 {
+                            let y = dup8(qs.add((4 * c + j) * 8));
+                            acc[0][j] = sdot(acc[0][j], w0, y);
+                            acc[1][j] = sdot(acc[1][j], w1, y);
+                        }
+                    });
+                    let d = D::scales(b);
+                    let yd = [vld1q_f32(a.yd[0].as_ptr()), vld1q_f32(a.yd[1].as_ptr())];
+                    let nys = [vld1q_s32(a.nysum[0].as_ptr()), vld1q_s32(a.nysum[1].as_ptr())];
+                    for j in 0..4 {
+                        let v = vpaddq_s32(acc[0][j], acc[1][j]);
+                        let scale = vmulq_f32(d, lane_f32(yd, j));
+                        sumf[j] = apply(D::NEGATED, sumf[j], scale, v, lane_s32(nys, j));
+                    }
+                }
+            }
+            for (j, s) in sumf.into_iter().enumerate() {
+                // SAFETY: the job owns rows 4g..4g+4 of every column.
+                unsafe { store_col(job, g, 4 * cg + j, s) };
+            }
+        }
+    }
+}
+
+/// T2P x Q8_K gemm for CPUs with dotprod but no i8mm.
+///
+/// # Safety
+/// dotprod available; `job` validated.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) unsafe fn gemm_t2p_4x4_q8_k_dotprod(job: Job<'_, BlockT2p>) {
+    // SAFETY: forwarded.
+    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_t2p_4x4_body(&job, pack) });
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemm_t2p_4x4_body(job: &Job<'_, BlockT2p>, pack: &[ActBlockX4]) {
+    // SAFETY: forwarded.
+    unsafe { gemm_sdot_4x4::<T2pDecoder>(job, pack) }
+}

@@ -1,0 +1,135 @@
+//! Native PTQ1_0 kernels on the PTQ1_0x4 layout (1.75 bits per weight in memory).
+//!
+//! Digit `n` of a byte `q` is `(v >= 86) + (v >= 171)` for `v = q * 3^n mod 256`: one `mul`
+//! (none for n = 0) and two `cmhs` per 16 bytes. NEON compares give -1 for true, so the sum of the
+//! two masks is `-digit`, which `sdot`/`smmla` take as is; the block's `isum = -(dot + sum(y))`
+//! (see `ChunkDecoder::NEGATED`). Every 16-byte vector of PTQ1_0x4 is already `[row a | row b]`,
+//! so the same gemv/gemm drivers as T2P run it; the two `qh` bytes per row are expanded with one
+//! `tbl` and one `mul` per row pair.
+//!
+//! Trade-off (see README "PTQ1_0: native or T2P"): native keeps the file's 1.75 bits per weight
+//! (18% less memory traffic than T2P's 2.125) but spends about 5 instructions per 16 weights on
+//! decoding where T2P spends 1 to 1.5; T2P wins wherever decode is compute-bound, native where
+//! memory size or bandwidth is the limit.
+
+use super::act_pack::{with_halves, with_x4, ActBlockX4, ActHalf};
+use super::asm::load_f16x4;
+use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot, ChunkDecoder};
+use super::neon_i8mm::gemm_smmla;
+use super::Job;
+use crate::format::BlockPtq1_0x4;
+use core::arch::aarch64::*;
+
+/// PTQ1_0x4 decoder: values are `-digit` (0, -1, -2).
+pub(crate) struct Ptq1Decoder;
+
+/// `tbl` indices that spread row `2p`'s and row `2p+1`'s two `qh` bytes over 8 lanes each.
+static QH_INDEX: [[u8; 16]; 2] = [
+    [0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3],
+    [4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7],
+];
+/// Lane `e` of a qh chunk is element `120 + e`: digit `e / 2` of byte `e % 2`, i.e. the byte times
+/// `3^(e/2)`.
+static QH_MUL: [u8; 16] = [1, 1, 3, 3, 9, 9, 27, 27, 1, 1, 3, 3, 9, 9, 27, 27];
+
+/// `-digit` of every lane of `t = q * 3^n mod 256`.
+#[inline(always)]
+unsafe fn neg_digit(t: uint8x16_t) -> int8x16_t {
+    // SAFETY: register operations.
+    unsafe { vreinterpretq_s8_u8(vaddq_u8(vcgeq_u8(t, vdupq_n_u8(86)), vcgeq_u8(t, vdupq_n_u8(171)))) }
+}
+
+/// `-digit n` of every byte of `v`.
+#[inline(always)]
+unsafe fn neg_digit_n(v: uint8x16_t, n: u32) -> int8x16_t {
+    // SAFETY: register operations only.
+    unsafe {
+        if n == 0 {
+            neg_digit(v)
+        } else {
+            neg_digit(vmulq_u8(v, vdupq_n_u8(3u8.pow(n))))
+        }
+    }
+}
+
+impl ChunkDecoder for Ptq1Decoder {
+    type Block = BlockPtq1_0x4;
+    const NEGATED: bool = true;
+
+    #[inline(always)]
+    unsafe fn scales(b: &BlockPtq1_0x4) -> float32x4_t {
+        // SAFETY: d is 8 readable bytes.
+        unsafe { load_f16x4(b.d.as_ptr().cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn chunks(b: &BlockPtq1_0x4, mut f: impl FnMut(usize, int8x16_t, int8x16_t)) {
+        // SAFETY: every load is a field of the block.
+        unsafe {
+            for h in 0..2 {
+                let (l0, l1) = (vld1q_u8(b.lo[0][h].as_ptr()), vld1q_u8(b.lo[1][h].as_ptr()));
+                for n in 0..5 {
+                    f(2 * n as usize + h, neg_digit_n(l0, n), neg_digit_n(l1, n));
+                }
+            }
+            let (h0, h1) = (vld1q_u8(b.hi[0].as_ptr()), vld1q_u8(b.hi[1].as_ptr()));
+            for n in 0..5 {
+                f(10 + n as usize, neg_digit_n(h0, n), neg_digit_n(h1, n));
+            }
+            let qh = vld1_u8(b.qh.as_ptr().cast());
+            let table = vcombine_u8(qh, qh);
+            let mul = vld1q_u8(QH_MUL.as_ptr());
+            let e0 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[0].as_ptr())), mul);
+            let e1 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[1].as_ptr())), mul);
+            f(15, neg_digit(e0), neg_digit(e1));
+        }
+    }
+}
+
+/// PTQ1_0x4 x Q8_K gemv with `sdot`.
+///
+/// # Safety
+/// dotprod available; `job` validated with one column.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) unsafe fn gemv_ptq1_0x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4>) {
+    // SAFETY: forwarded.
+    with_halves(job.col(0), job.nb, |halves| unsafe { gemv_body(&job, halves) });
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4>, halves: &[ActHalf]) {
+    // SAFETY: forwarded.
+    unsafe { gemv_sdot::<Ptq1Decoder>(job, halves) }
+}
+
+/// PTQ1_0x4 x Q8_K gemm, 4 rows x 4 columns with `sdot` (no i8mm).
+///
+/// # Safety
+/// dotprod available; `job` validated.
+#[target_feature(enable = "neon,dotprod")]
+pub(crate) unsafe fn gemm_ptq1_0x4_4x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4>) {
+    // SAFETY: forwarded.
+    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_sdot_body(&job, pack) });
+}
+
+#[target_feature(enable = "neon,dotprod")]
+unsafe fn gemm_sdot_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
+    // SAFETY: forwarded.
+    unsafe { gemm_sdot_4x4::<Ptq1Decoder>(job, pack) }
+}
+
+/// PTQ1_0x4 x Q8_K gemm with `smmla`, 4x8 tiles.
+///
+/// # Safety
+/// i8mm and dotprod available; `job` validated.
+#[target_feature(enable = "neon,dotprod,i8mm")]
+pub(crate) unsafe fn gemm_ptq1_0x4_4x8_q8_k_i8mm(job: Job<'_, BlockPtq1_0x4>) {
+    // SAFETY: forwarded.
+    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_smmla_body(&job, pack) });
+}
+
+#[target_feature(enable = "neon,dotprod,i8mm")]
+unsafe fn gemm_smmla_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
+    // SAFETY: forwarded.
+    unsafe { gemm_smmla::<Ptq1Decoder>(job, pack) }
+}

