@@ -86,8 +86,8 @@ for cpu in $CPUS; do
     echo "=== $(basename "$bin") ${args[*]}" >> "$log"
     if qemu-aarch64-static -cpu "$cpu" "$bin" "${args[@]}" >> "$log" 2>&1; then :; else ok=0; fi
   done
-  passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
-  failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+  passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}' || true)
+  failed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$log" | awk '{s += $6} END {print s + 0}' || true)
   features=$(grep -m1 -Eo 'cpu features 0x[0-9a-f]+, best kernel [^,]*$' "$log" || true)
   if [ "$ok" = 1 ]; then status=PASS; else status=FAIL; FAILED=1; fi
   printf 'qemu -cpu %-12s %s  %d tests passed, %d failed, %s  (%ds)\n' "$cpu" "$status" "$passed" "$failed" "$features" $((SECONDS - start))

@@ -1,7 +1,9 @@
 //! Activation packing done once per kernel call, in per-thread scratch that is reused.
 //!
-//! - [`ActHalf`]: per 128-value half block, the Q8_K scale and the sum of its 128 values (from
-//!   `bsums`), for the gemv kernels.
+//! - [`ActDup`]: one column's 128-value half block with each 8-value chunk duplicated into a
+//!   16-byte `sdot` operand `[y | y]`, plus the Q8_K scale and the negated sum of the 128 values
+//!   (from `bsums`), for the gemv kernels: they load operands with plain `ldp` instead of 16
+//!   `ld1r` (and their address arithmetic) per block, for every row group.
 //! - [`ActBlockX4`] ("Q8_Kx4"): four columns interleaved in 8-byte chunks, the `smmla` right
 //!   operand as is (and, with `ld1r`, the duplicated `sdot` operand), plus their scales and sums.
 //!   Columns past `n_cols` are zero (scale 0, sum 0), so a batch that is not a multiple of the tile
@@ -15,12 +17,33 @@ use core::cell::RefCell;
 
 /// Scale and value sum of one 128-value half of a Q8_K block.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(C)]
 pub struct ActHalf {
     /// The Q8_K block's `d`.
     pub d: f32,
     /// `sum(qs)` over the half (0 when `d == 0`).
     pub ysum: i32,
+}
+
+/// One column's 128-value half block prepared for `sdot`: chunk `c` (values `8c..8c+8`)
+/// duplicated into both halves of `qs[c]`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct ActDup {
+    /// `qs[c] = [y(8c..8c+8) | y(8c..8c+8)]`.
+    pub qs: [[i8; 16]; 16],
+    /// The Q8_K block's `d`.
+    pub d: f32,
+    /// `-sum(y)` over the half (0 when `d == 0`).
+    pub nysum: i32,
+    _pad: [u32; 2],
+}
+
+const _: () = assert!(core::mem::size_of::<ActDup>() == 272);
+
+impl Default for ActDup {
+    fn default() -> Self {
+        ActDup { qs: [[0; 16]; 16], d: 0.0, nysum: 0, _pad: [0; 2] }
+    }
 }
 
 /// Four columns' 128-value halves: `qs[(4c + j) * 8 + e]` is column `j`, value `8c + e`
@@ -69,16 +92,25 @@ pub fn act_half(b: &BlockQ8K, h: usize) -> ActHalf {
 }
 
 thread_local! {
-    static HALVES: RefCell<Vec<ActHalf>> = const { RefCell::new(Vec::new()) };
+    static DUP: RefCell<Vec<ActDup>> = const { RefCell::new(Vec::new()) };
     static X4: RefCell<Vec<ActBlockX4>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on the `nb` [`ActHalf`]s of one activation column (`ceil(nb/2)` Q8_K blocks).
-pub fn with_halves<R>(col: &[BlockQ8K], nb: usize, f: impl FnOnce(&[ActHalf]) -> R) -> R {
-    HALVES.with(|cell| {
+/// Runs `f` on the `nb` [`ActDup`] blocks of one activation column (`ceil(nb/2)` Q8_K blocks).
+pub fn with_dup<R>(col: &[BlockQ8K], nb: usize, f: impl FnOnce(&[ActDup]) -> R) -> R {
+    DUP.with(|cell| {
         let mut v = cell.borrow_mut();
         v.clear();
-        v.extend((0..nb).map(|i| act_half(&col[i / 2], i % 2)));
+        v.extend((0..nb).map(|i| {
+            let half = act_half(&col[i / 2], i % 2);
+            let src = &col[i / 2].qs[128 * (i % 2)..128 * (i % 2) + 128];
+            let mut out = ActDup { d: half.d, nysum: -half.ysum, ..Default::default() };
+            for (c, dst) in out.qs.iter_mut().enumerate() {
+                dst[..8].copy_from_slice(&src[8 * c..8 * c + 8]);
+                dst[8..].copy_from_slice(&src[8 * c..8 * c + 8]);
+            }
+            out
+        }));
         f(&v)
     })
 }

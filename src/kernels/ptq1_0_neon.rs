@@ -12,7 +12,7 @@
 //! decoding where T2P spends 1 to 1.5; T2P wins wherever decode is compute-bound, native where
 //! memory size or bandwidth is the limit.
 
-use super::act_pack::{with_halves, with_x4, ActBlockX4, ActHalf};
+use super::act_pack::{with_dup, with_x4, ActBlockX4, ActDup};
 use super::asm::load_f16x4;
 use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot, ChunkDecoder};
 use super::neon_i8mm::gemm_smmla;
@@ -93,13 +93,13 @@ impl ChunkDecoder for Ptq1Decoder {
 #[target_feature(enable = "neon,dotprod")]
 pub(crate) unsafe fn gemv_ptq1_0x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4>) {
     // SAFETY: forwarded.
-    with_halves(job.col(0), job.nb, |halves| unsafe { gemv_body(&job, halves) });
+    with_dup(job.col(0), job.nb, |dup| unsafe { gemv_body(&job, dup) });
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4>, halves: &[ActHalf]) {
+unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4>, dup: &[ActDup]) {
     // SAFETY: forwarded.
-    unsafe { gemv_sdot::<Ptq1Decoder>(job, halves) }
+    unsafe { gemv_sdot::<Ptq1Decoder>(job, dup) }
 }
 
 /// PTQ1_0x4 x Q8_K gemm, 4 rows x 4 columns with `sdot` (no i8mm).

@@ -1,0 +1,323 @@
+//! The integer oracle: every kernel level this CPU runs, on both repacked layouts, against the
+//! reference dot of the original rows (`reference::vec_dot_*_q8_k`), bit for bit, over a fixed
+//! class of shapes, batch widths and edge-case data; and row-range splits 1..8 ways.
+
+mod common;
+
+use common::{bytes_mut, levels, Rng};
+use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
+use ggml_t2p::kernels::{gemm, gemm_par, KernelLevel};
+use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
+use ggml_t2p::repack::{ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4};
+use ggml_t2p::{Activations, PackedWeights};
+use half::f16;
+
+/// Weight contents of a case.
+#[derive(Clone, Copy, Debug)]
+enum Weights {
+    /// Random codes 0..=2 with some 3s.
+    Ternary,
+    /// Every code 1: all weights zero.
+    AllZero,
+    /// Every code 2 (+1).
+    ConstPlus,
+    /// Every code 0 (-1).
+    ConstMinus,
+    /// Every code 3 (+2), legal in the container though the fork never writes it.
+    Code3,
+}
+
+/// fp16 scales of a case.
+#[derive(Clone, Copy, Debug)]
+enum Scales {
+    Typical,
+    /// +-65504.
+    Max,
+    /// Subnormal fp16 (2^-24 .. 2^-14).
+    Subnormal,
+    /// Negative typical values.
+    Negative,
+    /// A mix of all of the above and +-0.
+    Mixed,
+}
+
+/// Activation contents of a case.
+#[derive(Clone, Copy, Debug)]
+enum Acts {
+    /// The reference quantizer on random floats, every third 256-block all zero (d = 0, bsums
+    /// left at 0x5A5A by the quantizer).
+    Quantized,
+    /// qs all +-127 (random signs), bsums consistent.
+    Extreme,
+    /// Random qs; every other block has d = 0, qs = 0 and random garbage bsums.
+    ZeroBlocksGarbageBsums,
+}
+
+fn scale(rng: &mut Rng, s: Scales) -> f16 {
+    fn typical(rng: &mut Rng) -> f32 {
+        0.001 + 0.05 * rng.unit().abs()
+    }
+    match s {
+        Scales::Typical => f16::from_f32(typical(rng)),
+        Scales::Max => f16::from_bits(if rng.below(2) == 0 { 0x7BFF } else { 0xFBFF }),
+        Scales::Subnormal => f16::from_bits(1 + rng.below(0x3FF) as u16 | if rng.below(2) == 0 { 0 } else { 0x8000 }),
+        Scales::Negative => f16::from_f32(-typical(rng)),
+        Scales::Mixed => {
+            let pick = rng.below(6);
+            match pick {
+                0 => scale(rng, Scales::Max),
+                1 => scale(rng, Scales::Subnormal),
+                2 => scale(rng, Scales::Negative),
+                3 => f16::from_bits(if rng.below(2) == 0 { 0 } else { 0x8000 }),
+                _ => scale(rng, Scales::Typical),
+            }
+        }
+    }
+}
+
+fn pq2_rows(rng: &mut Rng, n_rows: usize, k: usize, w: Weights, s: Scales) -> Vec<BlockPq2_0> {
+    (0..n_rows * k / QK)
+        .map(|_| {
+            let codes: [u8; 128] = std::array::from_fn(|_| match w {
+                Weights::Ternary => if rng.below(32) == 0 { 3 } else { rng.below(3) as u8 },
+                Weights::AllZero => 1,
+                Weights::ConstPlus => 2,
+                Weights::ConstMinus => 0,
+                Weights::Code3 => 3,
+            });
+            BlockPq2_0::from_codes(scale(rng, s), &codes)
+        })
+        .collect()
+}
+
+/// PTQ1_0 rows: random bytes (any byte decodes), or bytes whose digits are all 1 (0x79 = 121
+/// encodes 11111 in base 3 -> all-zero weights), with the scales of `s`.
+fn ptq1_rows(rng: &mut Rng, n_rows: usize, k: usize, zero: bool, s: Scales) -> Vec<BlockPtq1_0> {
+    (0..n_rows * k / QK)
+        .map(|_| {
+            let mut b = BlockPtq1_0 { d: scale(rng, s), ..Default::default() };
+            for q in b.qs.iter_mut().chain(b.qh.iter_mut()) {
+                *q = if zero { 0 } else { rng.next() as u8 };
+            }
+            if zero {
+                // the fork's all-zero block: every qs byte 0x80, qh 0x7F (golden README)
+                b.qs = [0x80; 24];
+                b.qh = [0x7F; 2];
+            }
+            b
+        })
+        .collect()
+}
+
+fn acts(rng: &mut Rng, n_cols: usize, k: usize, a: Acts) -> Vec<BlockQ8K> {
+    let per = k.div_ceil(256);
+    match a {
+        Acts::Quantized => common::random_acts(rng, n_cols, k),
+        Acts::Extreme | Acts::ZeroBlocksGarbageBsums => {
+            let mut out = vec![BlockQ8K::default(); n_cols * per];
+            for (i, b) in out.iter_mut().enumerate() {
+                b.d = 0.001 + rng.unit().abs();
+                for q in b.qs.iter_mut() {
+                    *q = match a {
+                        Acts::Extreme => if rng.below(2) == 0 { 127 } else { -127 },
+                        _ => (rng.below(255) as i32 - 127) as i8,
+                    };
+                }
+                b.fill_bsums();
+                if matches!(a, Acts::ZeroBlocksGarbageBsums) && i % 2 == 1 {
+                    b.d = 0.0;
+                    b.qs = [0; 256];
+                    bytes_mut(std::slice::from_mut(b))[260..].iter_mut().for_each(|x| *x = rng.next() as u8);
+                }
+            }
+            // a row of k = 128 * odd is zero-padded to 256 before quantizing
+            if k % 256 != 0 {
+                for j in 0..n_cols {
+                    let b = &mut out[j * per + per - 1];
+                    b.qs[128..].fill(0);
+                    b.fill_bsums();
+                }
+            }
+            out
+        }
+    }
+}
+
+/// One case: all levels, both the T2P and (for PTQ1_0 sources) the PTQ1_0x4 layout, against the
+/// reference dot of the source rows. Returns the number of outputs checked.
+fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, act: &[BlockQ8K]) -> usize {
+    let nb = k / QK;
+    let a = Activations::new(act, n_cols, k).unwrap();
+    let want: Vec<u32> = (0..n_cols)
+        .flat_map(|j| {
+            (0..n_rows).map(move |r| {
+                let col = a.col(j);
+                match src {
+                    Source::Pq2(w) => vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], col, Contract::Fused),
+                    Source::Ptq1(w) => vec_dot_ptq1_0_q8_k(&w[r * nb..(r + 1) * nb], col, Contract::Fused),
+                }
+                .unwrap()
+                .to_bits()
+            })
+        })
+        .collect();
+    let mut t2p = vec![BlockT2p::default(); n_rows / 4 * nb];
+    let mut x4 = Vec::new();
+    match src {
+        Source::Pq2(w) => repack_pq2_0_to_t2p(w, n_rows, k, &mut t2p).unwrap(),
+        Source::Ptq1(w) => {
+            repack_ptq1_0_to_t2p(w, n_rows, k, &mut t2p).unwrap();
+            x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * nb];
+            repack_ptq1_0_to_x4(w, n_rows, k, &mut x4).unwrap();
+        }
+    }
+    let mut mats = vec![("t2p", PackedWeights::t2p(&t2p, n_rows, k).unwrap())];
+    if !x4.is_empty() {
+        mats.push(("ptq1_0x4", PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap()));
+    }
+    let mut checked = 0;
+    for (layout, pw) in &mats {
+        for level in levels() {
+            let mut y = vec![f32::NAN; n_rows * n_cols];
+            gemm(level, pw, &a, &mut y, n_rows, 0..n_rows).unwrap();
+            for (idx, (got, want)) in y.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    *want,
+                    "{name}: {layout} {} rows {n_rows} k {k} cols {n_cols}: col {} row {}: {:e} vs reference {:e}",
+                    level.name(),
+                    idx / n_rows,
+                    idx % n_rows,
+                    got,
+                    f32::from_bits(*want)
+                );
+            }
+            checked += y.len();
+        }
+    }
+    checked
+}
+
+enum Source {
+    Pq2(Vec<BlockPq2_0>),
+    Ptq1(Vec<BlockPtq1_0>),
+}
+
+#[test]
+fn oracle_class() {
+    let mut rng = Rng(0x0AC1E);
+    let widths_all: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 13, 64, 65];
+    // (rows, k, widths): every width on small shapes, a spread on the large ones
+    let shapes: &[(usize, usize, &[usize])] = &[
+        (4, 256, widths_all),
+        (8, 512, widths_all),
+        (12, 1024, widths_all),
+        (4, 384, &[1, 3, 8, 13]),
+        (8, 5120, &[1, 2, 5, 8, 13]),
+        (4, 17408, &[1, 4, 7, 65]),
+        (4100, 256, &[1, 3, 8, 13]),
+    ];
+    let weights = [Weights::Ternary, Weights::AllZero, Weights::ConstPlus, Weights::ConstMinus, Weights::Code3];
+    let scales = [Scales::Typical, Scales::Max, Scales::Subnormal, Scales::Negative, Scales::Mixed];
+    let act_kinds = [Acts::Quantized, Acts::Extreme, Acts::ZeroBlocksGarbageBsums];
+    let (mut cases, mut outputs) = (0usize, 0usize);
+    for (si, &(n_rows, k, widths)) in shapes.iter().enumerate() {
+        for (wi, &n_cols) in widths.iter().enumerate() {
+            // rotate through the data kinds so every shape meets every kind
+            let w = weights[(si + wi) % weights.len()];
+            let s = scales[(si + 2 * wi) % scales.len()];
+            let ak = act_kinds[(si + wi) % act_kinds.len()];
+            let act = acts(&mut rng, n_cols, k, ak);
+            let src = Source::Pq2(pq2_rows(&mut rng, n_rows, k, w, s));
+            outputs += check_case(&format!("pq2_0 {w:?} {s:?} {ak:?}"), n_rows, k, n_cols, &src, &act);
+            cases += 1;
+            if n_rows * k <= 16 * 5120 {
+                let zero = matches!(w, Weights::AllZero);
+                let src = Source::Ptq1(ptq1_rows(&mut rng, n_rows, k, zero, s));
+                outputs += check_case(&format!("ptq1_0 zero={zero} {s:?} {ak:?}"), n_rows, k, n_cols, &src, &act);
+                cases += 1;
+            }
+        }
+    }
+    // every weight kind x every scale kind x every activation kind on one small shape
+    for w in weights {
+        for s in scales {
+            for ak in act_kinds {
+                let act = acts(&mut rng, 5, 512, ak);
+                let src = Source::Pq2(pq2_rows(&mut rng, 8, 512, w, s));
+                outputs += check_case(&format!("pq2_0 {w:?} {s:?} {ak:?}"), 8, 512, 5, &src, &act);
+                cases += 1;
+            }
+        }
+    }
+    println!(
+        "oracle: {cases} cases, {outputs} outputs bit-identical to the reference dot, levels {:?}",
+        levels().iter().map(|l| l.name()).collect::<Vec<_>>()
+    );
+}
+
+/// Splitting the rows 1..8 ways (uneven, on 4-row boundaries, in parallel) gives the bits of one
+/// call, for gemv and gemm, on every level and both layouts.
+#[test]
+fn row_range_splits() {
+    let mut rng = Rng(0x5B117);
+    let (n_rows, k) = (4100, 640);
+    let src = ptq1_rows(&mut rng, n_rows, k, false, Scales::Mixed);
+    let nb = k / QK;
+    let mut t2p = vec![BlockT2p::default(); n_rows / 4 * nb];
+    repack_ptq1_0_to_t2p(&src, n_rows, k, &mut t2p).unwrap();
+    let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * nb];
+    repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
+    let mats = [PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap()];
+    let mut runs = 0;
+    for n_cols in [1usize, 6, 9] {
+        let act = acts(&mut rng, n_cols, k, Acts::Quantized);
+        let a = Activations::new(&act, n_cols, k).unwrap();
+        for pw in &mats {
+            for level in levels() {
+                let mut one = vec![0.0f32; n_rows * n_cols];
+                gemm(level, pw, &a, &mut one, n_rows, 0..n_rows).unwrap();
+                for splits in 1..=8 {
+                    let mut y = vec![f32::NAN; n_rows * n_cols];
+                    gemm_par(level, pw, &a, &mut y, n_rows, splits).unwrap();
+                    assert!(
+                        y.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{} {splits} splits, {n_cols} columns",
+                        level.name()
+                    );
+                    runs += 1;
+                }
+            }
+        }
+    }
+    // the PTQ1_0 sources' own reference agrees with the T2P view of the same rows
+    let pq2: Vec<BlockPq2_0> = src.iter().map(ptq1_0_to_pq2_0).collect();
+    let act = acts(&mut rng, 1, k, Acts::Quantized);
+    for r in (0..n_rows).step_by(97) {
+        let a = vec_dot_ptq1_0_q8_k(&src[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
+        let b = vec_dot_pq2_0_q8_k(&pq2[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
+        assert_eq!(a.to_bits(), b.to_bits());
+    }
+    println!("split: {runs} split runs (1..8 ways) bit-identical to one call, levels {:?}", levels().iter().map(|l| l.name()).collect::<Vec<_>>());
+}
+
+/// A CPU without dotprod has no kernel level but the reference: callers must decline, and the
+/// C-level "auto" request reports unsupported.
+#[test]
+fn decline_without_dotprod() {
+    let f = ggml_t2p::CpuFeatures::detect();
+    let best = KernelLevel::best();
+    println!("kernels: cpu features {f:?}, best level {:?}", best.map(|l| l.name()));
+    if !f.dotprod {
+        assert_eq!(best, None);
+        assert!(!KernelLevel::Dotprod.is_available() && !KernelLevel::I8mm.is_available());
+        assert_eq!(ggml_t2p::ffi::ggml_t2p_best_kernel(), 0);
+        let st = ggml_t2p::ffi::ggml_t2p_supports(142, 1, 0, 4, 256);
+        assert_eq!(st, -6, "auto on a CPU without dotprod must be unsupported");
+        println!("kernels: no dotprod -> declined (ggml_t2p_supports = {st})");
+    } else {
+        assert!(best.is_some());
+        assert_eq!(best == Some(KernelLevel::I8mm), f.i8mm);
+    }
+    assert_eq!(ggml_t2p::ffi::ggml_t2p_supports(142, 1, 1, 4, 256), 0, "the reference level is always available");
+}
