@@ -49,3 +49,12 @@ ensure_aarch64_toolchain() {
     apt_install "${missing[@]}"
   fi
 }
+
+# llvm-mca-19 for the cycle model (Debian's llvm-19).
+ensure_llvm19() {
+  local install="${1:-1}"
+  command -v llvm-mca-19 >/dev/null && return 0
+  [ "$install" = 1 ] || { echo "toolchain: missing llvm-19 (llvm-mca-19)" >&2; return 1; }
+  apt_update_once
+  apt_install llvm-19
+}

@@ -100,11 +100,15 @@ pub(crate) unsafe fn apply(negated: bool, sumf: float32x4_t, scale: float32x4_t,
     }
 }
 
-/// `a2 + 4 a1 + 16 (a0 + a3)` for one row pair's slot accumulators.
+/// `a2 + 4 a1 + 16 (a0 + a3)` for the slot accumulators of both row pairs, pairwise-added first
+/// so the result's lanes are rows 0..4 (each row pair's lanes are `[a, a, b, b]`).
 #[inline(always)]
-unsafe fn recombine(a: [int32x4_t; 4]) -> int32x4_t {
+unsafe fn recombine(p0: [int32x4_t; 4], p1: [int32x4_t; 4]) -> int32x4_t {
     // SAFETY: register operations.
-    unsafe { vmlaq_n_s32(vmlaq_n_s32(a[2], a[1], 4), vaddq_s32(a[0], a[3]), 16) }
+    unsafe {
+        let s: [int32x4_t; 4] = core::array::from_fn(|i| vpaddq_s32(p0[i], p1[i]));
+        vaddq_s32(vaddq_s32(s[2], vshlq_n_s32::<2>(s[1])), vshlq_n_s32::<4>(vaddq_s32(s[0], s[3])))
+    }
 }
 
 /// T2P x Q8_K gemv with `sdot`, 4 rows per block (the seed's kernel).
@@ -147,7 +151,7 @@ unsafe fn gemv_t2p_body(job: &Job<'_, BlockT2p>, dup: &[ActDup]) {
                 word(2);
                 word(3);
                 // lanes [row 0, row 1, row 2, row 3] of the running 16 * dot(u, y)
-                let total = vpaddq_s32(recombine(acc[0]), recombine(acc[1]));
+                let total = recombine(acc[0], acc[1]);
                 let dot16 = vsubq_s32(total, prev);
                 prev = total;
                 let scale = vmulq_n_f32(load_f16x4(b.d.as_ptr().cast()), a.d);

@@ -39,6 +39,9 @@ unsafe fn neg_digit(t: uint8x16_t) -> int8x16_t {
     unsafe { vreinterpretq_s8_u8(vaddq_u8(vcgeq_u8(t, vdupq_n_u8(86)), vcgeq_u8(t, vdupq_n_u8(171)))) }
 }
 
+/// `3^n mod 256` for digits 0..5 (a table: `u8::pow` on a loop counter is not folded).
+const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+
 /// `-digit n` of every byte of `v`.
 #[inline(always)]
 unsafe fn neg_digit_n(v: uint8x16_t, n: u32) -> int8x16_t {
@@ -47,7 +50,7 @@ unsafe fn neg_digit_n(v: uint8x16_t, n: u32) -> int8x16_t {
         if n == 0 {
             neg_digit(v)
         } else {
-            neg_digit(vmulq_u8(v, vdupq_n_u8(3u8.pow(n))))
+            neg_digit(vmulq_u8(v, vdupq_n_u8(POW3[n as usize])))
         }
     }
 }
@@ -66,12 +69,15 @@ impl ChunkDecoder for Ptq1Decoder {
     unsafe fn chunks(b: &BlockPtq1_0x4, mut f: impl FnMut(usize, int8x16_t, int8x16_t)) {
         // SAFETY: every load is a field of the block.
         unsafe {
-            for h in 0..2 {
+            let mut half = |h: usize| {
                 let (l0, l1) = (vld1q_u8(b.lo[0][h].as_ptr()), vld1q_u8(b.lo[1][h].as_ptr()));
                 for n in 0..5 {
                     f(2 * n as usize + h, neg_digit_n(l0, n), neg_digit_n(l1, n));
                 }
-            }
+            };
+            // written out: the compiler keeps a 2-trip loop otherwise
+            half(0);
+            half(1);
             let (h0, h1) = (vld1q_u8(b.hi[0].as_ptr()), vld1q_u8(b.hi[1].as_ptr()));
             for n in 0..5 {
                 f(10 + n as usize, neg_digit_n(h0, n), neg_digit_n(h1, n));
