@@ -49,10 +49,10 @@ impl BlockPq2_0 {
 
     /// Builds a block from a scale and 128 codes (each taken `& 3`).
     pub fn from_codes(d: f16, codes: &[u8; 128]) -> Self {
-        let mut b = BlockPq2_0 { d, qs: [0; 32] };
-        for (j, &c) in codes.iter().enumerate() {
-            b.set_code(j, c);
-        }
-        b
+        let qs = core::array::from_fn(|i| {
+            let c = &codes[4 * i..4 * i + 4];
+            (c[0] & 3) | (c[1] & 3) << 2 | (c[2] & 3) << 4 | (c[3] & 3) << 6
+        });
+        BlockPq2_0 { d, qs }
     }
 }

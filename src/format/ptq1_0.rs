@@ -16,6 +16,21 @@ pub const fn ptq1_0_digit(q: u8, n: u32) -> u8 {
     ((v as u16 * 3) >> 8) as u8
 }
 
+/// `TRITS[q][n]` = [`ptq1_0_digit`]`(q, n)` for every byte and digit 0..5.
+pub static TRITS: [[u8; 5]; 256] = {
+    let mut t = [[0u8; 5]; 256];
+    let mut q = 0;
+    while q < 256 {
+        let mut n = 0;
+        while n < 5 {
+            t[q][n] = ptq1_0_digit(q as u8, n as u32);
+            n += 1;
+        }
+        q += 1;
+    }
+    t
+};
+
 /// One PTQ1_0 block: `qs[24]`, `qh[2]`, then the fp16 scale `d` last.
 ///
 /// Weight `e` (0..128) is `(digit - 1) * d`, the digit taken as follows (NOTES.md §1):
@@ -72,9 +87,26 @@ impl BlockPtq1_0 {
         ptq1_0_digit(self.byte(i), n)
     }
 
-    /// All 128 digits in element order. A digit is also the PQ2_0 code of the same weight.
+    /// All 128 digits in element order (through [`TRITS`]; the same as [`BlockPtq1_0::digit`]
+    /// for each element). A digit is also the PQ2_0 code of the same weight.
     pub fn digits(&self) -> [u8; 128] {
-        core::array::from_fn(|e| self.digit(e))
+        let mut out = [0u8; 128];
+        for (m, &q) in self.qs[..16].iter().enumerate() {
+            for (n, &t) in TRITS[usize::from(q)].iter().enumerate() {
+                out[16 * n + m] = t;
+            }
+        }
+        for (m, &q) in self.qs[16..].iter().enumerate() {
+            for (n, &t) in TRITS[usize::from(q)].iter().enumerate() {
+                out[80 + 8 * n + m] = t;
+            }
+        }
+        for (h, &q) in self.qh.iter().enumerate() {
+            for (n, &t) in TRITS[usize::from(q)][..4].iter().enumerate() {
+                out[120 + 2 * n + h] = t;
+            }
+        }
+        out
     }
 }
 

@@ -34,6 +34,22 @@ pub const fn t2p_position(r: usize, j: usize) -> (usize, usize, usize, usize) {
     (r / 2, c / 4, 8 * (r % 2) + j % 8, c % 4)
 }
 
+/// `SPREAD[b]` puts code `k` (bits `2k..2k+2` of `b`) into bits `8k..8k+2`: the four codes of a
+/// PQ2_0 byte, one per output byte.
+pub static SPREAD: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut k = 0;
+        while k < 4 {
+            t[b] |= ((b as u32 >> (2 * k)) & 3) << (8 * k);
+            k += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
 impl BlockT2p {
     /// The 2-bit code of row `r` (0..4), weight `j` (0..128).
     ///
@@ -47,25 +63,22 @@ impl BlockT2p {
 
     /// Packs four PQ2_0 blocks (rows 0..4 of one 128-column block).
     ///
-    /// Weight `32w + 8s + e` of a row sits in PQ2_0 bytes `8w + 2s` (e < 4) and `8w + 2s + 1`
-    /// (e >= 4), so each 16-bit pair of source bytes holds one slot's eight codes; this gathers
-    /// code `e` of the four slots into output byte `e`.
+    /// Weight `32w + 8s + e` of a row sits in PQ2_0 byte `8w + 2s + e/4`, so each 16-bit pair of
+    /// source bytes holds one slot's eight codes; output byte `e` gathers code `e` of the four
+    /// slots. [`SPREAD`] moves a source byte's four codes into four output bytes at once.
     pub fn from_rows(rows: [&BlockPq2_0; 4]) -> Self {
         let mut out = BlockT2p::default();
         for (r, src) in rows.iter().enumerate() {
             let (p, side) = (r / 2, 8 * (r % 2));
             out.d[r] = src.d;
             for w in 0..4 {
-                let slot: [u16; 4] = core::array::from_fn(|s| {
-                    u16::from_le_bytes([src.qs[8 * w + 2 * s], src.qs[8 * w + 2 * s + 1]])
-                });
-                for e in 0..8 {
-                    let mut byte = 0u8;
-                    for (s, &bits) in slot.iter().enumerate() {
-                        byte |= (((bits >> (2 * e)) & 3) as u8) << (2 * s);
-                    }
-                    out.qs[p][w][side + e] = byte;
+                let mut word = 0u64;
+                for s in 0..4 {
+                    let lo = u64::from(SPREAD[usize::from(src.qs[8 * w + 2 * s])]);
+                    let hi = u64::from(SPREAD[usize::from(src.qs[8 * w + 2 * s + 1])]);
+                    word |= (lo | hi << 32) << (2 * s);
                 }
+                out.qs[p][w][side..side + 8].copy_from_slice(&word.to_le_bytes());
             }
         }
         out
