@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The project's test command (README.md; .ci/run calls it): installs what is missing, runs the host
+# test suite (with the bindgen ABI check and the C program), checks that the benchmarks and tools
+# build, then cross-compiles the tests for aarch64 and runs them under qemu for four CPU models.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+usage: tools/test-all.sh [--no-install] [--host-only]
+
+  --no-install   fail instead of apt-get installing missing packages
+  --host-only    skip the aarch64 qemu runs
+  -h, --help     this text
+
+Environment: GGML_T2P_GOLDEN_DIR (default ../shared/golden beside the repo; a missing directory fails).
+USAGE
+}
+
+INSTALL=1
+QEMU=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) INSTALL=0; shift ;;
+    --host-only) QEMU=0; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "test-all: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+# shellcheck source=tools/toolchain.sh
+. "$ROOT/tools/toolchain.sh"
+ensure_host_toolchain "$INSTALL"
+[ "$QEMU" = 0 ] || ensure_aarch64_toolchain "$INSTALL"
+
+start=$SECONDS
+echo "== host: cargo test --features abi-check ($(rustc -V))"
+mkdir -p target
+log=target/host-test.log
+status=0
+cargo test --features abi-check -- --nocapture > "$log" 2>&1 || status=$?
+grep -E '^(golden|oracle|split|kernels|ptq1_0 digits|c abi)|test result|FAILED|panicked' "$log" || true
+if [ "$status" != 0 ]; then
+  tail -n 60 "$log" >&2
+  echo "test-all: host tests FAILED (full log: $log)" >&2
+  exit 1
+fi
+
+echo "== host: benches and tools build"
+cargo bench --no-run --quiet
+bash -n tools/qemu-test.sh tools/toolchain.sh
+for t in tools/*.py; do python3 -m py_compile "$t"; python3 "$t" --help >/dev/null; done
+for t in tools/*.sh; do [ "$t" = tools/toolchain.sh ] || bash "$t" --help >/dev/null; done
+
+if [ "$QEMU" = 1 ]; then
+  echo "== aarch64 under qemu"
+  bash tools/qemu-test.sh --no-install
+fi
+echo "test-all: PASS ($((SECONDS - start)) s)"
