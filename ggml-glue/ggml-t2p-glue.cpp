@@ -160,8 +160,8 @@ void report_once() {
     const int64_t n_t2p = s.n_t2p.load();
     const int64_t n_x4  = s.n_x4.load();
     const char *  to    = n_x4 == 0 ? "T2P" : n_t2p == 0 ? "PTQ1_0x4" : "T2P/PTQ1_0x4";
-    GGML_LOG_INFO("ggml-t2p: %lld tensors repacked to %s (%.1f MiB) in %.2f s; kernel %s\n",
-                  (long long) (n_t2p + n_x4), to, s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
+    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked to %s (%.1f MiB) in %.2f s; kernel %s\n",
+                  (long long) (n_t2p + n_x4), n_t2p + n_x4 == 1 ? "" : "s", to, s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
                   ggml_t2p_kernel_name(config().kernel));
 }
 

@@ -1,0 +1,531 @@
+// test-t2p-mul-mat.cpp - graph-level test of the CPU_T2P extra buffer type in a patched llama.cpp.
+//
+// test-backend-ops never places weights in extra buffer types, so this program does it itself:
+// it finds CPU_T2P through the public backend registry, stores random PQ2_0 weights (all four codes,
+// random fp16 scales) in it and the same bytes in a plain CPU buffer, and runs MUL_MAT through
+// ggml_backend_graph_compute for many batch widths, K values and thread counts. It checks
+//  (a) CPU_T2P output == the library's scalar reference (GGML_T2P_KERNEL_REF on its own repack, fed
+//      with ggml's Q8_K quantization of the zero-padded columns), bit for bit;
+//  (b) stock output (PQ2_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
+//      activation quantizers' step sizes (see stock_bound below).
+// Where the plugin declines (no dotprod, GGML_T2P=0) only (b) runs, and the program checks that the
+// buffer type is absent as expected. Exit status 0 means PASS.
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "ggml_t2p.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int64_t QK          = 128;   // weights per PQ2_0 block
+constexpr size_t  PQ2_0_BYTES = 34;
+constexpr auto    TYPE_PQ2_0  = static_cast<ggml_type>(GGML_T2P_TYPE_PQ2_0);
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+int g_failures = 0;
+
+#define CHECK(cond, ...)                                       \
+    do {                                                       \
+        if (!(cond)) {                                         \
+            std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            std::fprintf(stderr, __VA_ARGS__);                 \
+            std::fprintf(stderr, "\n");                        \
+            ++g_failures;                                      \
+        }                                                      \
+    } while (0)
+
+// ------------------------------------------------------------------------------------------------
+// Random data.
+
+struct weight_matrix {
+    int64_t              rows = 0, k = 0;
+    std::vector<uint8_t> bytes;   // PQ2_0, row-major
+    std::vector<float>   absw;    // |weight| per element, for the stock bound
+};
+
+weight_matrix make_weights(std::mt19937 & rng, int64_t rows, int64_t k) {
+    weight_matrix w;
+    w.rows = rows;
+    w.k    = k;
+    const int64_t nb = k / QK;
+    w.bytes.resize((size_t) (rows * nb) * PQ2_0_BYTES);
+    w.absw.resize((size_t) (rows * k));
+    std::uniform_real_distribution<float> mag(0.002f, 0.05f);
+    std::uniform_int_distribution<int>    pct(0, 99);
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t * blk = w.bytes.data() + (size_t) (r * nb + b) * PQ2_0_BYTES;
+            const int p   = pct(rng);
+            float     d   = p < 1 ? 0.0f : (p < 12 ? -mag(rng) : mag(rng));
+            const ggml_fp16_t h = ggml_fp32_to_fp16(d);
+            std::memcpy(blk, &h, 2);
+            d = std::fabs(ggml_fp16_to_fp32(h));
+            for (int j = 0; j < 128; ++j) {
+                const int c    = pct(rng);
+                const int code = c < 30 ? 0 : c < 65 ? 1 : c < 95 ? 2 : 3;   // 5% code 3 (+2)
+                blk[2 + j / 4] |= (uint8_t) (code << (2 * (j % 4)));
+                w.absw[(size_t) (r * k + b * QK + j)] = (float) std::abs(code - 1) * d;
+            }
+        }
+    }
+    return w;
+}
+
+// n_cols columns of k floats. Column 1 is all zeros (Q8_K d = 0) when there are at least 3.
+std::vector<float> make_activations(std::mt19937 & rng, int64_t k, int64_t n_cols) {
+    std::vector<float>               x((size_t) (k * n_cols));
+    std::normal_distribution<float>  normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> scale(0.1f, 10.0f);
+    std::uniform_int_distribution<int>    pct(0, 999);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const float s    = scale(rng);
+        const bool  zero = n_cols >= 3 && c == 1;
+        for (int64_t j = 0; j < k; ++j) {
+            float v = zero ? 0.0f : s * normal(rng);
+            if (!zero && pct(rng) < 5) {
+                v *= 20.0f;   // outliers
+            }
+            x[(size_t) (c * k + j)] = v;
+        }
+    }
+    return x;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The library's scalar reference, straight through the C ABI.
+
+struct reference {
+    int64_t              rows = 0, k = 0;
+    std::vector<uint8_t> packed;   // T2P
+
+    explicit reference(const weight_matrix & w) : rows(w.rows), k(w.k) {
+        size_t size = 0;
+        int32_t st  = ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, rows, k, &size);
+        CHECK(st == GGML_T2P_OK, "repacked_size: %s", ggml_t2p_status_string(st));
+        packed.resize(size);
+        st = ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w.bytes.data(), w.bytes.size(), rows, k,
+                             packed.data(), packed.size());
+        CHECK(st == GGML_T2P_OK, "repack: %s", ggml_t2p_status_string(st));
+    }
+
+    // dst[c * rows + r]
+    std::vector<float> gemm(const std::vector<float> & x, int64_t n_cols) const {
+        const int64_t k_pad = (k + 255) / 256 * 256;
+        size_t act_row = 0, act_size = 0;
+        CHECK(ggml_t2p_act_size(k, 1, &act_row) == GGML_T2P_OK, "act_size");
+        CHECK(ggml_t2p_act_size(k, n_cols, &act_size) == GGML_T2P_OK, "act_size");
+        std::vector<uint32_t> act((act_size + 3) / 4);   // 4-byte aligned
+        std::vector<float>    pad((size_t) k_pad, 0.0f);
+        const ggml_from_float_t q8k = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
+        for (int64_t c = 0; c < n_cols; ++c) {
+            std::memcpy(pad.data(), x.data() + c * k, (size_t) k * sizeof(float));
+            q8k(pad.data(), (char *) act.data() + c * act_row, k_pad);
+        }
+        std::vector<float> dst((size_t) (rows * n_cols));
+        const int32_t st = ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed.data(), packed.size(), rows, k,
+                                         act.data(), act_size, n_cols, dst.data(), dst.size(), rows, 0, rows);
+        CHECK(st == GGML_T2P_OK, "reference gemm: %s", ggml_t2p_status_string(st));
+        return dst;
+    }
+};
+
+// ------------------------------------------------------------------------------------------------
+// The stock bound.
+//
+// Both outputs are sum_j w_j * x'_j with the same exact weights w_j and two quantizations x' of the
+// same column x:
+//   Q8_K (ours): 256-element blocks, d = amax/127 (fp32), x' = d*q with |x - x'| <= d*(1/2 + 2^-15)
+//                (the 2^-15 covers the rounding of iscale*x before rounding to an integer);
+//   Q8_0 (stock): 32-element blocks, d = amax/127, stored as fp16(d), q = round(x/d), x' = fp16(d)*q,
+//                |x - x'| <= d/2*(1 + 2^-20) + |d - fp16(d)|*127.
+// So |y_t2p - y_stock| <= sum_j |w_j| (e8K_j + e80_j) + float rounding of the two sums. Each sum
+// has at most K/32 + K/128 accumulation steps plus a few products: we add
+// (K/32 + K/128 + 8) * 2^-23 * sum_j |w_j| (|x_j| + e8K_j + e80_j), i.e. two unit roundoffs per step.
+// This bound is rigorous (worst case, all errors aligned); real errors are random and average out,
+// so observed/bound ratios are far below 1. The bound is computed in float and scaled by 1.001.
+
+std::vector<float> per_element_error(const std::vector<float> & x, int64_t k, int64_t n_cols) {
+    std::vector<float> e((size_t) (k * n_cols));
+    const float        c = (float) (k / 32 + k / 128 + 8) * std::ldexp(1.0f, -23);
+    for (int64_t col = 0; col < n_cols; ++col) {
+        const float * xc = x.data() + col * k;
+        float *       ec = e.data() + col * k;
+        std::vector<float> e8k((size_t) k), e80((size_t) k);
+        for (int64_t b = 0; b < k; b += 256) {
+            float amax = 0.0f;
+            for (int64_t j = b; j < std::min(k, b + 256); ++j) {
+                amax = std::max(amax, std::fabs(xc[j]));
+            }
+            const float d = amax / 127.0f;
+            for (int64_t j = b; j < std::min(k, b + 256); ++j) {
+                e8k[(size_t) j] = d * (0.5f + std::ldexp(1.0f, -15));
+            }
+        }
+        for (int64_t b = 0; b < k; b += 32) {
+            float amax = 0.0f;
+            for (int64_t j = b; j < b + 32; ++j) {
+                amax = std::max(amax, std::fabs(xc[j]));
+            }
+            const float d   = amax / 127.0f;
+            const float d16 = ggml_fp16_to_fp32(ggml_fp32_to_fp16(d));
+            const float err = 0.5f * d * (1.0f + std::ldexp(1.0f, -20)) + std::fabs(d - d16) * 127.0f;
+            for (int64_t j = b; j < b + 32; ++j) {
+                e80[(size_t) j] = err;
+            }
+        }
+        for (int64_t j = 0; j < k; ++j) {
+            const float q = e8k[(size_t) j] + e80[(size_t) j];
+            ec[j]         = q + c * (std::fabs(xc[j]) + q);
+        }
+    }
+    return e;
+}
+
+// bound[c * rows + r] = 1.001 * sum_j |w_rj| e_cj
+std::vector<float> stock_bound(const weight_matrix & w, const std::vector<float> & e, int64_t n_cols) {
+    std::vector<float> b((size_t) (w.rows * n_cols));
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const float * ec = e.data() + c * w.k;
+        for (int64_t r = 0; r < w.rows; ++r) {
+            const float * wr = w.absw.data() + r * w.k;
+            float         s  = 0.0f;
+            for (int64_t j = 0; j < w.k; ++j) {
+                s += wr[j] * ec[j];
+            }
+            b[(size_t) (c * w.rows + r)] = 1.001f * s + 1e-30f;
+        }
+    }
+    return b;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backend plumbing.
+
+struct env_t {
+    ggml_backend_t             backend = nullptr;
+    ggml_backend_dev_t         dev     = nullptr;
+    ggml_backend_buffer_type_t t2p     = nullptr;   // CPU_T2P, or null when the plugin declined
+};
+
+ggml_backend_buffer_type_t find_t2p_buft(ggml_backend_dev_t dev) {
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    if (get_extra == nullptr) {
+        return nullptr;
+    }
+    std::printf("extra buffer types:");
+    ggml_backend_buffer_type_t found = nullptr;
+    for (ggml_backend_buffer_type_t * b = get_extra(dev); b != nullptr && *b != nullptr; ++b) {
+        std::printf(" %s", ggml_backend_buft_name(*b));
+        if (std::strcmp(ggml_backend_buft_name(*b), "CPU_T2P") == 0) {
+            found = *b;
+        }
+    }
+    std::printf("\n");
+    return found;
+}
+
+// One weight matrix, stored twice: in CPU_T2P (when available) and in a plain CPU buffer.
+struct placed_weights {
+    ggml_context *        ctx_t = nullptr, *ctx_s = nullptr;
+    ggml_backend_buffer_t buf_t = nullptr, buf_s = nullptr;
+    ggml_tensor *         wt = nullptr, *ws = nullptr;
+
+    placed_weights(const env_t & env, const weight_matrix & w) {
+        const ggml_init_params ip = { 2 * ggml_tensor_overhead(), nullptr, true };
+        ctx_s                     = ggml_init(ip);
+        ws                        = ggml_new_tensor_2d(ctx_s, TYPE_PQ2_0, w.k, w.rows);
+        ggml_set_name(ws, "w_stock");
+        buf_s = ggml_backend_alloc_ctx_tensors_from_buft(ctx_s, ggml_backend_cpu_buffer_type());
+        ggml_backend_tensor_set(ws, w.bytes.data(), 0, w.bytes.size());
+        if (env.t2p != nullptr) {
+            ctx_t = ggml_init(ip);
+            wt    = ggml_new_tensor_2d(ctx_t, TYPE_PQ2_0, w.k, w.rows);
+            ggml_set_name(wt, "w_t2p");
+            buf_t = ggml_backend_alloc_ctx_tensors_from_buft(ctx_t, env.t2p);
+            CHECK(buf_t != nullptr, "allocating in CPU_T2P failed");
+            CHECK(ggml_backend_buffer_get_size(buf_t) >= ggml_nbytes(wt), "CPU_T2P buffer too small");
+            ggml_backend_tensor_set(wt, w.bytes.data(), 0, w.bytes.size());   // repacks
+        }
+    }
+
+    ~placed_weights() {
+        if (buf_t) ggml_backend_buffer_free(buf_t);
+        if (buf_s) ggml_backend_buffer_free(buf_s);
+        if (ctx_t) ggml_free(ctx_t);
+        if (ctx_s) ggml_free(ctx_s);
+    }
+};
+
+struct totals {
+    int64_t cases_bitwise = 0;   // (shape, width, threads) runs compared bit for bit with the reference
+    int64_t cases_stock   = 0;   // (shape, width) runs compared with stock under the bound
+    double  max_abs       = 0;   // max |stock - reference|
+    double  max_ratio     = 0;   // max |stock - reference| / bound
+    double  max_rel       = 0;   // max over runs of max|stock - ref| / max|ref|
+    double  t_t2p = 0, t_stock = 0, t_ref = 0, t_bound = 0;
+};
+
+// Runs MUL_MAT(w, x) for x of shape [k, n1, n2] (n_cols = n1 * n2 columns).
+void run_case(const env_t & env, const weight_matrix & w, const placed_weights & pw, const reference & ref,
+              int64_t n1, int64_t n2, const std::vector<int> & threads, std::mt19937 & rng, totals & tot) {
+    const int64_t n_cols = n1 * n2;
+    const int64_t rows   = w.rows;
+    const std::vector<float> x = make_activations(rng, w.k, n_cols);
+
+    const ggml_init_params ip  = { 8 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), nullptr, true };
+    ggml_context *         ctx = ggml_init(ip);
+    ggml_tensor *          xt  = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, w.k, n1, n2);
+    ggml_tensor *          ys  = ggml_mul_mat(ctx, pw.ws, xt);
+    ggml_tensor *          yt  = pw.wt ? ggml_mul_mat(ctx, pw.wt, xt) : nullptr;
+    ggml_cgraph *          gs  = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gs, ys);
+    ggml_cgraph * gt = nullptr;
+    if (yt) {
+        gt = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gt, yt);
+        CHECK(ggml_backend_dev_supports_op(env.dev, yt), "CPU_T2P declined MUL_MAT k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64,
+              w.k, rows, n1, n2);
+    }
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, env.backend);
+    ggml_backend_tensor_set(xt, x.data(), 0, x.size() * sizeof(float));
+
+    auto t0 = clock_type::now();
+    const std::vector<float> yr = ref.gemm(x, n_cols);
+    tot.t_ref += seconds_since(t0);
+
+    // (a) CPU_T2P == reference, bit for bit, for every thread count.
+    std::vector<float> out((size_t) (rows * n_cols));
+    if (gt) {
+        for (int nt : threads) {
+            ggml_backend_cpu_set_n_threads(env.backend, nt);
+            std::fill(out.begin(), out.end(), std::nanf(""));
+            ggml_backend_tensor_set(yt, out.data(), 0, out.size() * sizeof(float));
+            t0 = clock_type::now();
+            CHECK(ggml_backend_graph_compute(env.backend, gt) == GGML_STATUS_SUCCESS, "graph compute (t2p)");
+            tot.t_t2p += seconds_since(t0);
+            ggml_backend_tensor_get(yt, out.data(), 0, out.size() * sizeof(float));
+            int64_t bad = 0, first = -1;
+            for (size_t i = 0; i < out.size(); ++i) {
+                uint32_t a, b;
+                std::memcpy(&a, &out[i], 4);
+                std::memcpy(&b, &yr[i], 4);
+                if (a != b) {
+                    if (first < 0) first = (int64_t) i;
+                    ++bad;
+                }
+            }
+            CHECK(bad == 0, "t2p != reference: k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 " threads=%d: %" PRId64
+                  " mismatches, first at col %" PRId64 " row %" PRId64 ": %.9g vs %.9g",
+                  w.k, rows, n1, n2, nt, bad, first / rows, first % rows, bad ? out[(size_t) first] : 0.0, bad ? yr[(size_t) first] : 0.0);
+            ++tot.cases_bitwise;
+        }
+    }
+
+    // (b) stock within the quantizer bound of the reference.
+    ggml_backend_cpu_set_n_threads(env.backend, 2);
+    t0 = clock_type::now();
+    CHECK(ggml_backend_graph_compute(env.backend, gs) == GGML_STATUS_SUCCESS, "graph compute (stock)");
+    tot.t_stock += seconds_since(t0);
+    ggml_backend_tensor_get(ys, out.data(), 0, out.size() * sizeof(float));
+    t0 = clock_type::now();
+    const std::vector<float> bound = stock_bound(w, per_element_error(x, w.k, n_cols), n_cols);
+    tot.t_bound += seconds_since(t0);
+    double max_abs = 0, max_ratio = 0, max_ref = 0;
+    int64_t over = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const double diff = std::fabs((double) out[i] - (double) yr[i]);
+        max_abs   = std::max(max_abs, diff);
+        max_ratio = std::max(max_ratio, diff / bound[i]);
+        max_ref   = std::max(max_ref, std::fabs((double) yr[i]));
+        over += !(diff <= bound[i]);   // NaN counts as over
+    }
+    CHECK(over == 0, "stock outside the bound: k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 ": %" PRId64 " elements, max ratio %.3g",
+          w.k, rows, n1, n2, over, max_ratio);
+    ++tot.cases_stock;
+    tot.max_abs   = std::max(tot.max_abs, max_abs);
+    tot.max_ratio = std::max(tot.max_ratio, max_ratio);
+    if (max_ref > 0) {
+        tot.max_rel = std::max(tot.max_rel, max_abs / max_ref);
+    }
+
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
+
+// supports_op the way llama.cpp's weight placement asks it: the weight in a zero-size dummy buffer of
+// our type, nothing else allocated.
+bool placement_accepts(const env_t & env, ggml_type wtype, int64_t k, int64_t rows, ggml_type xtype, int64_t n1, int64_t n2,
+                       bool hadamard, bool get_rows) {
+    const ggml_init_params ip  = { 8 * ggml_tensor_overhead(), nullptr, true };
+    ggml_context *         ctx = ggml_init(ip);
+    ggml_tensor *          w   = ggml_new_tensor_2d(ctx, wtype, k, rows);
+    ggml_tensor *          op  = nullptr;
+    if (get_rows) {
+        op = ggml_get_rows(ctx, w, ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 4));
+    } else {
+        op = ggml_mul_mat(ctx, w, ggml_new_tensor_3d(ctx, xtype, k, n1, n2));
+        if (hadamard) {
+            ggml_mul_mat_set_hint(op, GGML_HINT_SRC0_IS_HADAMARD);
+        }
+    }
+    w->buffer       = ggml_backend_buft_alloc_buffer(env.t2p, 0);
+    const bool ok   = ggml_backend_dev_supports_op(env.dev, op);
+    ggml_backend_buffer_free(w->buffer);
+    w->buffer = nullptr;
+    ggml_free(ctx);
+    return ok;
+}
+
+void check_placement(const env_t & env) {
+    int n = 0;
+    ++n;
+    CHECK(placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "PQ2_0 896x64 declined");
+    ++n;
+    CHECK(placement_accepts(env, TYPE_PQ2_0, 17408, 4100, GGML_TYPE_F32, 1, 1, false, false), "PQ2_0 17408x4100 declined");
+    ++n;
+    CHECK(placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 5, 3, false, false), "3-D src1 declined");
+    ++n;
+    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 6, GGML_TYPE_F32, 512, 1, false, false), "rows %% 4 != 0 accepted");
+    ++n;
+    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F16, 512, 1, false, false), "F16 src1 accepted");
+    ++n;
+    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 512, 1, true, false), "Hadamard hint accepted");
+    ++n;
+    CHECK(!placement_accepts(env, GGML_TYPE_Q4_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "Q4_0 accepted");
+    ++n;
+    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true), "GET_ROWS accepted");
+    std::printf("placement checks: %d\n", n);
+}
+
+bool plugin_expected() {
+    const char * on = std::getenv("GGML_T2P");
+    if (on && (!std::strcmp(on, "0") || !std::strcmp(on, "off") || !std::strcmp(on, "false") || !std::strcmp(on, "no"))) {
+        return false;
+    }
+    const char * k = std::getenv("GGML_T2P_KERNEL");
+    if (k && !std::strcmp(k, "ref")) {
+        return true;
+    }
+    if (k && !std::strcmp(k, "dotprod")) {
+        return ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_DOTPROD, 4, 128) == GGML_T2P_OK;
+    }
+    if (k && !std::strcmp(k, "i8mm")) {
+        return ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_I8MM, 4, 128) == GGML_T2P_OK;
+    }
+    return ggml_t2p_best_kernel() != 0;
+}
+
+std::vector<int64_t> widths_all() {
+    std::vector<int64_t> v;
+    for (int64_t n = 1; n <= 70; ++n) v.push_back(n);
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    // --quick: fewer widths (for slow emulators); default is the full matrix.
+    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    const auto t_start = clock_type::now();
+
+    ggml_cpu_init();
+    env_t env;
+    env.backend = ggml_backend_cpu_init();
+    env.dev     = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (env.backend == nullptr || env.dev == nullptr) {
+        std::fprintf(stderr, "no CPU backend\n");
+        return 1;
+    }
+    const uint32_t feat = ggml_t2p_cpu_features();
+    std::printf("libggml_t2p %s; CPU features:%s%s%s; best kernel %s; GGML_T2P_KERNEL=%s\n", ggml_t2p_version(),
+                feat & GGML_T2P_CPU_NEON ? " neon" : "", feat & GGML_T2P_CPU_DOTPROD ? " dotprod" : "",
+                feat & GGML_T2P_CPU_I8MM ? " i8mm" : "", ggml_t2p_best_kernel() ? ggml_t2p_kernel_name(ggml_t2p_best_kernel()) : "none",
+                std::getenv("GGML_T2P_KERNEL") ? std::getenv("GGML_T2P_KERNEL") : "(unset)");
+
+    env.t2p             = find_t2p_buft(env.dev);
+    const bool expected = plugin_expected();
+    if (env.t2p == nullptr) {
+        std::printf("CPU_T2P absent: the plugin declined (%s); checking the stock path only\n",
+                    expected ? "UNEXPECTED" : "expected");
+    } else {
+        std::printf("CPU_T2P present\n");
+    }
+    CHECK((env.t2p != nullptr) == expected, "CPU_T2P presence %d, expected %d", env.t2p != nullptr, expected);
+    if (env.t2p) {
+        check_placement(env);
+    }
+
+    struct shape {
+        int64_t              rows, k;
+        std::vector<int64_t> widths;
+        std::vector<int>     threads;
+    };
+    const std::vector<int64_t> some      = { 1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33, 64, 70 };
+    const std::vector<int64_t> few       = { 1, 3, 4, 8, 70 };
+    const std::vector<shape>   shapes    = {
+        { 64,   896,   quick ? some : widths_all(), { 1, 3 } },   // K % 256 == 128: padded rows
+        { 64,   1024,  quick ? some : widths_all(), { 1, 3 } },
+        { 64,   5120,  quick ? some : widths_all(), { 1, 3 } },
+        { 64,   17408, quick ? few : widths_all(),  { 1, 3 } },
+        { 64,   128,   some,                        { 1, 2 } },   // one block, padded to 256
+        { 32,   640,   some,                        { 1, 4 } },
+        { 4100, 896,   quick ? few : some,          { 1, 4 } },
+        { 4100, 1024,  few,                         { 2 } },
+        { 4100, 5120,  { 1, 8 },                    { 3 } },
+        { 896,  4864,  few,                         { 2 } },      // Qwen2.5-0.5B ffn_down
+    };
+
+    std::mt19937 rng(20240607);
+    totals       all;
+    for (const shape & s : shapes) {
+        const auto    t0 = clock_type::now();
+        totals        tot;
+        weight_matrix w  = make_weights(rng, s.rows, s.k);
+        placed_weights pw(env, w);
+        reference      ref(w);
+        for (int64_t n : s.widths) {
+            run_case(env, w, pw, ref, n, 1, s.threads, rng, tot);
+        }
+        if (s.rows == 64 && s.k == 896) {   // src1 with more dims: a 2-D weight broadcasts
+            run_case(env, w, pw, ref, 5, 3, { 1, 3 }, rng, tot);
+            run_case(env, w, pw, ref, 1, 2, { 2 }, rng, tot);
+        }
+        std::printf("rows %5" PRId64 " k %5" PRId64 ": %4" PRId64 " bitwise runs, %3" PRId64
+                    " stock runs; stock vs ref max|diff| %.3g, max|diff|/max|ref| %.2e, max diff/bound %.3f; "
+                    "t2p %.2fs stock %.2fs ref %.2fs bound %.2fs, total %.1fs\n",
+                    s.rows, s.k, tot.cases_bitwise, tot.cases_stock, tot.max_abs, tot.max_rel, tot.max_ratio, tot.t_t2p,
+                    tot.t_stock, tot.t_ref, tot.t_bound, seconds_since(t0));
+        std::fflush(stdout);
+        all.cases_bitwise += tot.cases_bitwise;
+        all.cases_stock += tot.cases_stock;
+        all.max_abs   = std::max(all.max_abs, tot.max_abs);
+        all.max_rel   = std::max(all.max_rel, tot.max_rel);
+        all.max_ratio = std::max(all.max_ratio, tot.max_ratio);
+    }
+
+    std::printf("%s: %" PRId64 " bitwise cases (t2p == ref), %" PRId64
+                " stock cases (max|diff| %.3g, max rel %.2e, max diff/bound %.3f), %d failures, %.1f s\n",
+                g_failures == 0 ? "PASS" : "FAIL", all.cases_bitwise, all.cases_stock, all.max_abs, all.max_rel,
+                all.max_ratio, g_failures, seconds_since(t_start));
+    ggml_backend_free(env.backend);
+    return g_failures == 0 ? 0 : 1;
+}
