@@ -284,6 +284,9 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         const int           nth  = params->nth;
 
         const work_plan p = plan_for(op);
+        if (p.n_cols == 0) {
+            return;   // an empty batch (e.g. the last layer when no output is kept): every thread leaves
+        }
         GGML_ASSERT(p.bytes(nth) <= params->wsize);
 
         char * const base = (char *) round_up((uintptr_t) params->wdata, WDATA_ALIGN);

@@ -198,7 +198,7 @@ pub unsafe extern "C" fn ggml_t2p_act_size(k: i64, n_cols: i64, out_size: *mut u
 }
 
 fn act_bytes(k: usize, n_cols: usize) -> Result<usize, Error> {
-    if k == 0 || k % 128 != 0 || n_cols == 0 {
+    if k == 0 || k % 128 != 0 {
         return Err(Error::Shape);
     }
     n_cols

@@ -6,9 +6,9 @@
 //! decode) and `smmla`/i8mm (gemm, prompt batches) consume them after a single `and` per slot.
 //!
 //! ## Contract
-//! - **Formats** ([`format`]): PQ2_0 (34 B / 128 weights), PTQ1_0 (28 B), Q8_K activations
+//! - **Formats** ([`format`](mod@format)): PQ2_0 (34 B / 128 weights), PTQ1_0 (28 B), Q8_K activations
 //!   (292 B / 256 values), T2P (136 B = 4 x PQ2_0), PTQ1_0x4 (112 B = 4 x PTQ1_0).
-//! - **Numerics** ([`reference`]): every output is, bit for bit,
+//! - **Numerics** ([`reference`](mod@reference)): every output is, bit for bit,
 //!   `sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)` over 128-weight blocks `i` in order
 //!   (NOTES.md §2, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
 //!   batch width, row split and CPU feature level returns the same bits. Rows whose width is a
@@ -18,7 +18,7 @@
 //!   into status codes and never lets a panic cross.
 //!
 //! ## Layout of the crate
-//! [`format`] (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4) -> [`kernels`] (one
+//! [`format`](mod@format) (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4) -> [`kernels`] (one
 //! dispatch; scalar, dotprod and i8mm kernels) -> [`ffi`] (the only `extern "C"`).
 
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -321,3 +321,21 @@ fn decline_without_dotprod() {
     }
     assert_eq!(ggml_t2p::ffi::ggml_t2p_supports(142, 1, 1, 4, 256), 0, "the reference level is always available");
 }
+
+/// An empty batch (ggml hands the last layer zero columns when no output is kept) is valid on
+/// every level and writes nothing.
+#[test]
+fn empty_batch_is_a_no_op() {
+    let mut rng = Rng(0xE);
+    let src = pq2_rows(&mut rng, 8, 384, Weights::Ternary, Scales::Typical);
+    let mut t2p = vec![BlockT2p::default(); 2 * 3];
+    repack_pq2_0_to_t2p(&src, 8, 384, &mut t2p).unwrap();
+    let pw = PackedWeights::t2p(&t2p, 8, 384).unwrap();
+    let a = Activations::new(&[], 0, 384).unwrap();
+    for level in levels() {
+        let mut y = vec![f32::NAN; 8];
+        gemm(level, &pw, &a, &mut y, 8, 0..8).unwrap();
+        gemm_par(level, &pw, &a, &mut y, 8, 3).unwrap();
+        assert!(y.iter().all(|v| v.is_nan()), "{}", level.name());
+    }
+}

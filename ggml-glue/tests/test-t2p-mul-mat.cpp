@@ -505,7 +505,8 @@ int main(int argc, char ** argv) {
         for (int64_t n : s.widths) {
             run_case(env, w, pw, ref, n, 1, s.threads, rng, tot);
         }
-        if (s.rows == 64 && s.k == 896) {   // src1 with more dims: a 2-D weight broadcasts
+        if (s.rows == 64 && s.k == 896) {   // src1 with more dims: a 2-D weight broadcasts; an empty batch
+            run_case(env, w, pw, ref, 0, 1, { 1, 3 }, rng, tot);
             run_case(env, w, pw, ref, 5, 3, { 1, 3 }, rng, tot);
             run_case(env, w, pw, ref, 1, 2, { 2 }, rng, tot);
         }

@@ -11,9 +11,9 @@ mod q8_k;
 mod t2p;
 
 pub use pq2_0::BlockPq2_0;
-pub use ptq1_0::{ptq1_0_digit, BlockPtq1_0, BlockPtq1_0x4};
+pub use ptq1_0::{ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS};
 pub use q8_k::BlockQ8K;
-pub use t2p::BlockT2p;
+pub use t2p::{t2p_position, BlockT2p, SPREAD};
 
 use crate::Error;
 

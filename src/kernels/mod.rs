@@ -194,13 +194,14 @@ pub struct Activations<'a> {
 }
 
 impl<'a> Activations<'a> {
-    /// Checks the shape.
+    /// Checks the shape. Zero columns (an empty batch, as ggml produces for a layer whose
+    /// outputs are all skipped) is allowed and computes nothing.
     ///
     /// # Errors
-    /// [`Error::Shape`] for zero sizes or `k % 128 != 0`; [`Error::BufferSize`] if `blocks` is too
+    /// [`Error::Shape`] for `k == 0` or `k % 128 != 0`; [`Error::BufferSize`] if `blocks` is too
     /// short.
     pub fn new(blocks: &'a [BlockQ8K], n_cols: usize, k: usize) -> Result<Self, Error> {
-        if n_cols == 0 || k == 0 || k % QK != 0 {
+        if k == 0 || k % QK != 0 {
             return Err(Error::Shape);
         }
         let need = n_cols.checked_mul(q8k_blocks_per_row(k)).ok_or(Error::Shape)?;
@@ -288,7 +289,7 @@ fn validate(w: &PackedWeights<'_>, a: &Activations<'_>, dst_len: usize, col_stri
     if a.n_cols > 1 && col_stride < n_rows {
         return Err(Error::Shape);
     }
-    if rows.is_empty() {
+    if rows.is_empty() || a.n_cols == 0 {
         return Ok(());
     }
     let need = (a.n_cols - 1)
@@ -303,7 +304,7 @@ fn validate(w: &PackedWeights<'_>, a: &Activations<'_>, dst_len: usize, col_stri
 
 /// Computes rows `rows` of `dst = W x A` for every activation column: element (row `r`, column
 /// `j`) goes to `dst[j * col_stride + r]`; nothing else in `dst` is touched. One column runs the
-/// gemv kernel of `level`, more run its gemm kernel.
+/// gemv kernel of `level`, more run its gemm kernel, zero columns do nothing.
 ///
 /// # Errors
 /// [`Error::Unsupported`] if `level` is not available on this CPU; [`Error::Shape`],
@@ -342,7 +343,7 @@ pub unsafe fn gemm_raw(level: KernelLevel, w: &PackedWeights<'_>, a: &Activation
         return Err(Error::Null);
     }
     validate(w, a, dst_len, col_stride, &rows)?;
-    if rows.is_empty() {
+    if rows.is_empty() || a.n_cols == 0 {
         return Ok(());
     }
     let out = OutPtr { ptr: dst, col_stride };
@@ -410,6 +411,9 @@ unsafe fn run_ptq1_0x4(level: KernelLevel, job: Job<'_, BlockPtq1_0x4>) {
 pub fn gemm_par(level: KernelLevel, w: &PackedWeights<'_>, a: &Activations<'_>, dst: &mut [f32], col_stride: usize, n_splits: usize) -> Result<(), Error> {
     let n_rows = w.n_rows();
     validate(w, a, dst.len(), col_stride, &(0..n_rows))?;
+    if a.n_cols == 0 {
+        return Ok(());
+    }
     let groups = n_rows / 4;
     let n_splits = n_splits.clamp(1, groups);
     let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };

@@ -12,10 +12,20 @@
 //! gives `isum`, and one `fmul` + one `fma` per 4 rows apply `fp32(d) * d_y` exactly as the
 //! reference does.
 //!
-//! Instruction counts, read from the compiled code (`cargo rustc --release --target
-//! aarch64-unknown-linux-gnu -- --emit asm`, `tools/cycle-model.sh` extracts the loop): see
-//! README.md "Cycle model"; per 16-byte word the loop issues 3 `and` + 1 `ushr` + 4 `sdot` as the
-//! seed describes (its stock comparison: 16 preparation instructions per 4 `sdot` per 64 weights).
+//! ### Instruction count (read from the compiled code)
+//! `tools/cycle-model.py --show-loop gemv_t2p_4x16_q8_k_dotprod` prints the loop as rustc 1.96
+//! (`--release`, aarch64) emits it (`cargo rustc --release --target aarch64-unknown-linux-gnu
+//! --crate-type rlib -- --emit asm`). One iteration is one T2P block, 128 weights x 4 rows:
+//!
+//! | per | instructions |
+//! |---|---|
+//! | 16-byte word | 4 `sdot` + 3 `and` + 1 `ushr` (the seed's "three ands and one shift"), 1 weight load, 1/2 `ldp` of activations |
+//! | 128 weights x 4 rows | **106**: 32 `sdot`, 24 `and`, 8 `ushr`, 16 loads, 13 for the recombination, 2 for the running total, 9 for the float step (`fcvtl`, `fmul`, `scvtf`, `fmla`, ...), 2 loop |
+//! | 128 weights x 1 row | 26.5, against 72 for stock `ggml_vec_dot_pq2_0_q8_K` (0.37x) |
+//!
+//! The seed counts stock NEON at 16 preparation instructions for 4 `sdot` per 64 weights (look-up,
+//! shift, mask, subtract); here preparing one `sdot` operand costs one `and` (or one `ushr`).
+//! Cycles per core (llvm-mca) are in README.md "Benchmarks and the cycle model".
 //!
 //! ## Generic kernels
 //! [`ChunkDecoder`] turns one 4-row block into 16 chunks of two `[row a | row b]` int8 operands

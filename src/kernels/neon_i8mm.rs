@@ -10,6 +10,10 @@
 //! float step is `scvtf` + `fmul` + `fma` per accumulator. Columns past the batch are zeros in the
 //! pack: a batch that is not a multiple of the tile runs one padded pass, whose extra outputs are
 //! never stored.
+//!
+//! Compiled (rustc 1.96, `--release`), one 128-weight block of a 4x8 tile is 263 instructions for
+//! 32 outputs (8.2 per output per 128 weights; stock: 72): 128 `smmla`, 48 for decoding 8 words
+//! (`and`, `ushr`), 46 loads, 28 for the float step, the rest addressing (`tools/cycle-model.py`).
 
 use super::act_pack::{with_x4, ActBlockX4};
 use super::asm::smmla;

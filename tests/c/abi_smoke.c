@@ -125,9 +125,14 @@ int main(void) {
                 CHECK(memcmp(&ys[c * (NROWS + 1) + r], &want[c][r], 4) == 0, "gemm %s col %d row %d", ggml_t2p_kernel_name(lv), c, r);
     }
 
-    /* errors: never a crash, always a status */
     float y[NROWS];
     size_t s;
+    /* an empty batch (ggml gives the last layer zero columns when no output is needed) */
+    CHECK(ggml_t2p_act_size(K, 0, &s) == GGML_T2P_OK && s == 0, "act size of 0 columns");
+    CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, act, 0, 0, y, 0, NROWS, 0, NROWS) == GGML_T2P_OK,
+          "gemm of 0 columns");
+
+    /* errors: never a crash, always a status */
     CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, NULL, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null w");
     CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, NULL, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null dst");
     CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, 100, &s) == GGML_T2P_ERR_SHAPE, "k = 100");
