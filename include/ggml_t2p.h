@@ -101,7 +101,8 @@ int32_t ggml_t2p_gemv(int32_t layout, int32_t kernel, const void * w, size_t w_s
 /* gemm (n_cols activation columns, prompt batches): dst[j * dst_col_stride + r] = row r of W .
  * column j, for r in [row_begin, row_end) and j in [0, n_cols). act: n_cols rows of ceil(k/256)
  * Q8_K blocks back to back. dst_col_stride >= n_rows when n_cols > 1. One column runs the gemv
- * kernel; results are identical either way. n_cols = 0 (an empty batch) is valid and writes nothing. */
+ * kernel; results are identical either way. n_cols = 0 (an empty batch) is valid and touches no
+ * activation or dst memory (those pointers may then be NULL). */
 int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_size, int64_t n_rows, int64_t k,
                       const void * act, size_t act_size, int64_t n_cols, float * dst, size_t dst_len,
                       int64_t dst_col_stride, int64_t row_begin, int64_t row_end);

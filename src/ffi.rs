@@ -75,6 +75,9 @@ fn kernel(k: i32) -> Result<KernelLevel, Error> {
 /// # Safety
 /// `p` must be valid for reads of `size` bytes for the returned lifetime.
 unsafe fn blocks<'a, T: Pod>(p: *const c_void, size: usize, need: usize) -> Result<&'a [T], Error> {
+    if need == 0 {
+        return Ok(&[]); // nothing is read: any pointer, NULL included, is fine
+    }
     if p.is_null() {
         return Err(Error::Null);
     }
@@ -283,9 +286,6 @@ pub unsafe extern "C" fn ggml_t2p_gemm(layout_id: i32, kernel_id: i32, w: *const
             Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
             Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
         };
-        if dst.is_null() {
-            return Err(Error::Null);
-        }
         // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
         unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
     })

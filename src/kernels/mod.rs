@@ -339,12 +339,12 @@ pub unsafe fn gemm_raw(level: KernelLevel, w: &PackedWeights<'_>, a: &Activation
     if !level.is_available() {
         return Err(Error::Unsupported);
     }
-    if dst.is_null() {
-        return Err(Error::Null);
-    }
     validate(w, a, dst_len, col_stride, &rows)?;
     if rows.is_empty() || a.n_cols == 0 {
-        return Ok(());
+        return Ok(()); // nothing is written: dst may be anything, NULL included
+    }
+    if dst.is_null() {
+        return Err(Error::Null);
     }
     let out = OutPtr { ptr: dst, col_stride };
     let nb = w.k() / QK;

@@ -129,8 +129,10 @@ int main(void) {
     size_t s;
     /* an empty batch (ggml gives the last layer zero columns when no output is needed) */
     CHECK(ggml_t2p_act_size(K, 0, &s) == GGML_T2P_OK && s == 0, "act size of 0 columns");
-    CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, act, 0, 0, y, 0, NROWS, 0, NROWS) == GGML_T2P_OK,
+    CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, NULL, 0, 0, NULL, 0, NROWS, 0, NROWS) == GGML_T2P_OK,
           "gemm of 0 columns");
+    CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, NULL, 0, 0, NULL, 0, NROWS, 0, 6) == GGML_T2P_ERR_RANGE,
+          "gemm of 0 columns still checks the row range");
 
     /* errors: never a crash, always a status */
     CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, NULL, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null w");
