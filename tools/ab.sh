@@ -59,7 +59,8 @@ run() { # label round binary env...
   local label="$1" round="$2" bin="$3"; shift 3
   local json="$OUT/$label-$round.json"
   echo "ab: round $round/$ROUNDS $label ..." >&2
-  if ! env "$@" "${RUN[@]}" "$bin" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 1 -mmp 0 -o json "${EXTRA[@]}" > "$json" 2> "$OUT/$label-$round.log"; then
+  # -v: llama-bench shows ggml's INFO lines (ours among them) only when verbose; they go to the log
+  if ! env "$@" "${RUN[@]}" "$bin" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 1 -mmp 0 -v -o json "${EXTRA[@]}" > "$json" 2> "$OUT/$label-$round.log"; then
     tail -n 20 "$OUT/$label-$round.log" >&2
     echo "ab: $label run failed (log above)" >&2
     exit 1
@@ -70,7 +71,7 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ -n "$STOCK" ]; then run A "$r" "$STOCK"; else run A "$r" "$BENCH" GGML_T2P=0; fi
   run B "$r" "$BENCH"
 done
-grep -h "ggml-t2p" "$OUT"/B-1.log >&2 || echo "ab: warning: no ggml-t2p log line in the patched run (is the binary patched? did it decline?)" >&2
+grep -h "^ggml-t2p" "$OUT"/B-1.log >&2 || echo "ab: warning: no ggml-t2p log line in the patched run (is the binary patched? did it decline?)" >&2
 
 python3 - "$OUT" "$ROUNDS" "${RUNNER:+EMULATED ($RUNNER)}" "${STOCK:+stock binary $STOCK}" <<'PY'
 import json, sys, statistics

@@ -74,7 +74,8 @@ run() { # label env args
   read -r -a E <<< "$envs"
   read -r -a A <<< "$args"
   echo "ppl-check: run $label: env [${envs}] args [${args}] ${RUNNER:+runner [$RUNNER]}" >&2
-  if ! env "${E[@]}" "${RUN[@]}" "$PPL" -m "$MODEL" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$THREADS" --no-mmap \
+  # -lv 4: llama-perplexity shows ggml's INFO lines (ours among them) only at this verbosity
+  if ! env "${E[@]}" "${RUN[@]}" "$PPL" -m "$MODEL" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$THREADS" --no-mmap -lv 4 \
       --kl-divergence-base "$OUT/$label.logprobs" "${A[@]}" "${EXTRA[@]}" > "$OUT/$label.log" 2>&1; then
     tail -n 20 "$OUT/$label.log" >&2
     echo "ppl-check: run $label failed (log above)" >&2
