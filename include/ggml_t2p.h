@@ -47,7 +47,7 @@ extern "C" {
 #define GGML_T2P_KERNEL_AUTO    0
 #define GGML_T2P_KERNEL_REF     1 /* portable scalar twin: exact, slow, always available */
 #define GGML_T2P_KERNEL_DOTPROD 2 /* NEON sdot gemv, sdot 4x4 gemm */
-#define GGML_T2P_KERNEL_I8MM    3 /* NEON sdot gemv, smmla 4x8 gemm */
+#define GGML_T2P_KERNEL_I8MM    3 /* NEON sdot gemv, smmla 4x16/4x8/4x4 gemm */
 
 /* Source weight types: ggml type ids in PrismML's fork. */
 #define GGML_T2P_TYPE_PQ2_0  142 /* 128 weights, 34 bytes: fp16 d, qs[32] */

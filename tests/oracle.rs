@@ -206,7 +206,7 @@ enum Source {
 #[test]
 fn oracle_class() {
     let mut rng = Rng(0x0AC1E);
-    let widths_all: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 13, 64, 65];
+    let widths_all: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 13, 24, 28, 31, 64, 65];
     // (rows, k, widths): every width on small shapes, a spread on the large ones
     let shapes: &[(usize, usize, &[usize])] = &[
         (4, 256, widths_all),

@@ -29,11 +29,13 @@ STOCK = {"instr": 72, "cycles": {"neoverse-v2": 12.6, "neoverse-n1": 25.1, "cort
 # kernel symbol fragment -> (label, MAC instruction, MAC instructions per 128-weight block, outputs per block)
 KERNELS = [
     ("gemv_t2p_4x16_q8_k_dotprod", "T2P gemv (sdot)", "sdot", 32, 4),
-    ("gemm_t2p_4x8_q8_k_i8mm", "T2P gemm 4x8 (smmla)", "smmla", 128, 32),
-    ("gemm_t2p_4x8_q8_k_i8mm", "T2P gemm 4x4 (smmla, 4 cols)", "smmla", 64, 16),
+    ("gemm_t2p_4x16_q8_k_i8mm", "T2P gemm 4x16 (smmla)", "smmla", 256, 64),
+    ("gemm_t2p_4x16_q8_k_i8mm", "T2P gemm 4x8 (smmla)", "smmla", 128, 32),
+    ("gemm_t2p_4x16_q8_k_i8mm", "T2P gemm 4x4 (smmla, 4 cols)", "smmla", 64, 16),
     ("gemm_t2p_4x4_q8_k_dotprod", "T2P gemm 4x4 (sdot, no i8mm)", "sdot", 128, 16),
     ("gemv_ptq1_0x4_q8_k_dotprod", "PTQ1_0 native gemv (sdot)", "sdot", 32, 4),
-    ("gemm_ptq1_0x4_4x8_q8_k_i8mm", "PTQ1_0 native gemm 4x8 (smmla)", "smmla", 128, 32),
+    ("gemm_ptq1_0x4_4x16_q8_k_i8mm", "PTQ1_0 native gemm 4x16 (smmla)", "smmla", 256, 64),
+    ("gemm_ptq1_0x4_4x16_q8_k_i8mm", "PTQ1_0 native gemm 4x8 (smmla)", "smmla", 128, 32),
     ("gemm_ptq1_0x4_4x4_q8_k_dotprod", "PTQ1_0 native gemm 4x4 (sdot)", "sdot", 128, 16),
 ]
 

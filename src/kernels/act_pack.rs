@@ -51,24 +51,28 @@ impl Default for ActDup {
 ///
 /// Scales and sums are stored per column pair `q` in the lane order of a `smmla` result
 /// (`[row a . col 2q, row a . col 2q+1, row b . col 2q, row b . col 2q+1]`), so the kernels load
-/// them as they are: `yd[q] = [d(2q), d(2q+1), d(2q), d(2q+1)]`, `nysum[q]` likewise with the
-/// negated value sums.
+/// them as they are: `yd[q] = [d(2q), d(2q+1), d(2q), d(2q+1)]`, `nysum[p][q]` likewise with the
+/// negated value sums and `ysum[p][q]` with the sums. The sums are stored once per row pair `p`
+/// (two identical copies): the `smmla` accumulators of both row pairs start from them, and two
+/// loads are free where one load and a register copy would cost a SIMD instruction.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct ActBlockX4 {
     /// Scales, per column pair, in `smmla` lane order.
     pub yd: [[f32; 4]; 2],
-    /// Negated value sums (0 where the scale is 0), per column pair, in `smmla` lane order.
-    pub nysum: [[i32; 4]; 2],
+    /// Negated value sums (0 where the scale is 0), `[row pair][column pair]`, `smmla` lane order.
+    pub nysum: [[[i32; 4]; 2]; 2],
+    /// Value sums, the same way.
+    pub ysum: [[[i32; 4]; 2]; 2],
     /// Interleaved values.
     pub qs: [i8; 512],
 }
 
-const _: () = assert!(core::mem::size_of::<ActBlockX4>() == 576);
+const _: () = assert!(core::mem::size_of::<ActBlockX4>() == 672);
 
 impl Default for ActBlockX4 {
     fn default() -> Self {
-        ActBlockX4 { yd: [[0.0; 4]; 2], nysum: [[0; 4]; 2], qs: [0; 512] }
+        ActBlockX4 { yd: [[0.0; 4]; 2], nysum: [[[0; 4]; 2]; 2], ysum: [[[0; 4]; 2]; 2], qs: [0; 512] }
     }
 }
 
@@ -81,7 +85,7 @@ impl ActBlockX4 {
     /// Value sum of column `j` (0..4).
     #[inline]
     pub fn ysum(&self, j: usize) -> i32 {
-        -self.nysum[j / 2][j % 2]
+        self.ysum[0][j / 2][j % 2]
     }
 }
 
@@ -133,7 +137,10 @@ pub fn with_x4<R>(act: &[BlockQ8K], n_cols: usize, nb: usize, f: impl FnOnce(&[A
                 let dst = &mut v[grp * nb + i];
                 for slot in [lane % 2, lane % 2 + 2] {
                     dst.yd[lane / 2][slot] = half.d;
-                    dst.nysum[lane / 2][slot] = -half.ysum;
+                    for p in 0..2 {
+                        dst.nysum[p][lane / 2][slot] = -half.ysum;
+                        dst.ysum[p][lane / 2][slot] = half.ysum;
+                    }
                 }
                 let src = &col[i / 2].qs[128 * (i % 2)..128 * (i % 2) + 128];
                 for c in 0..16 {

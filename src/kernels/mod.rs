@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | [`KernelLevel::Reference`] | `_generic` scalar twins ([`scalar`]) | the same, per column |
 //! | [`KernelLevel::Dotprod`] | `sdot`, 4 rows x 16-byte words | `sdot`, 4 rows x 4 columns |
-//! | [`KernelLevel::I8mm`] | `sdot` (as dotprod) | `smmla`, 4 rows x 8 (and 4) columns |
+//! | [`KernelLevel::I8mm`] | `sdot` (as dotprod) | `smmla`, 4 rows x 16 (then 8, 4) columns |
 //!
 //! [`KernelLevel::best`] is `None` on a CPU without dotprod: callers then decline and stock code
 //! runs. Nothing in here knows about ggml; the C ABI in [`crate::ffi`] is a thin layer on
@@ -378,7 +378,7 @@ unsafe fn run_t2p(level: KernelLevel, job: Job<'_, BlockT2p>) {
         #[cfg(target_arch = "aarch64")]
         KernelLevel::Dotprod => unsafe { neon_dotprod::gemm_t2p_4x4_q8_k_dotprod(job) },
         #[cfg(target_arch = "aarch64")]
-        KernelLevel::I8mm => unsafe { neon_i8mm::gemm_t2p_4x8_q8_k_i8mm(job) },
+        KernelLevel::I8mm => unsafe { neon_i8mm::gemm_t2p_4x16_q8_k_i8mm(job) },
         #[cfg(not(target_arch = "aarch64"))]
         _ => unreachable!("only the reference level is available off aarch64"),
     }
@@ -397,7 +397,7 @@ unsafe fn run_ptq1_0x4(level: KernelLevel, job: Job<'_, BlockPtq1_0x4>) {
         #[cfg(target_arch = "aarch64")]
         KernelLevel::Dotprod => unsafe { ptq1_0_neon::gemm_ptq1_0x4_4x4_q8_k_dotprod(job) },
         #[cfg(target_arch = "aarch64")]
-        KernelLevel::I8mm => unsafe { ptq1_0_neon::gemm_ptq1_0x4_4x8_q8_k_i8mm(job) },
+        KernelLevel::I8mm => unsafe { ptq1_0_neon::gemm_ptq1_0x4_4x16_q8_k_i8mm(job) },
         #[cfg(not(target_arch = "aarch64"))]
         _ => unreachable!("only the reference level is available off aarch64"),
     }

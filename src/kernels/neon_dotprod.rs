@@ -38,7 +38,19 @@ use super::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 
+/// Receives the decoded chunks of one block (see [`ChunkDecoder::chunks`]).
+pub(crate) trait ChunkSink {
+    /// Chunk `c` (weights `8c..8c+8`) of row pairs 0 and 1 as `[row a | row b]` operands.
+    ///
+    /// # Safety
+    /// Called only from kernels compiled with the features the sink's instructions need.
+    unsafe fn chunk(&mut self, c: usize, pair0: int8x16_t, pair1: int8x16_t);
+}
+
 /// Turns one 4-row x 128-weight block into `[row a | row b]` int8 chunk operands.
+///
+/// Decoders and sinks are traits with `#[inline(always)]` methods rather than closures: a closure
+/// big enough (the 4x16 `smmla` tile) is not inlined, and its accumulators then live in memory.
 pub(crate) trait ChunkDecoder {
     /// The repacked block type.
     type Block;
@@ -50,16 +62,32 @@ pub(crate) trait ChunkDecoder {
     /// # Safety
     /// NEON available (always on aarch64).
     unsafe fn scales(b: &Self::Block) -> float32x4_t;
-    /// Calls `f(c, pair0, pair1)` for each chunk `c` in 0..16 (in any order), where `pairP` holds
-    /// rows `2P` (bytes 0..8) and `2P+1` (bytes 8..16), weights `8c..8c+8`.
+    /// Calls `sink.chunk(c, pair0, pair1)` for each chunk `c` in 0..16 (in any order), where
+    /// `pairP` holds rows `2P` (bytes 0..8) and `2P+1` (bytes 8..16), weights `8c..8c+8`.
     ///
     /// # Safety
-    /// NEON available.
-    unsafe fn chunks(b: &Self::Block, f: impl FnMut(usize, int8x16_t, int8x16_t));
+    /// NEON available; as [`ChunkSink::chunk`].
+    unsafe fn chunks<S: ChunkSink>(b: &Self::Block, sink: &mut S);
 }
 
 /// T2P with exact slot values (`and 3`, `ushr 2 + and 3`, `ushr 4 + and 3`, `ushr 6`).
 pub(crate) struct T2pDecoder;
+
+/// Word `w` of both row pairs: chunks `4w .. 4w+4`.
+#[inline(always)]
+unsafe fn t2p_word<S: ChunkSink>(b: &BlockT2p, w: usize, sink: &mut S) {
+    // SAFETY: each word is 16 readable bytes; the sink's contract is the caller's.
+    unsafe {
+        let m3 = vdupq_n_u8(3);
+        let s8 = vreinterpretq_s8_u8;
+        let w0 = vld1q_u8(b.qs[0][w].as_ptr());
+        let w1 = vld1q_u8(b.qs[1][w].as_ptr());
+        sink.chunk(4 * w, s8(vandq_u8(w0, m3)), s8(vandq_u8(w1, m3)));
+        sink.chunk(4 * w + 1, s8(vandq_u8(vshrq_n_u8::<2>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<2>(w1), m3)));
+        sink.chunk(4 * w + 2, s8(vandq_u8(vshrq_n_u8::<4>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<4>(w1), m3)));
+        sink.chunk(4 * w + 3, s8(vshrq_n_u8::<6>(w0)), s8(vshrq_n_u8::<6>(w1)));
+    }
+}
 
 impl ChunkDecoder for T2pDecoder {
     type Block = BlockT2p;
@@ -72,24 +100,13 @@ impl ChunkDecoder for T2pDecoder {
     }
 
     #[inline(always)]
-    unsafe fn chunks(b: &BlockT2p, mut f: impl FnMut(usize, int8x16_t, int8x16_t)) {
-        // SAFETY: each word is 16 readable bytes.
+    unsafe fn chunks<S: ChunkSink>(b: &BlockT2p, sink: &mut S) {
+        // SAFETY: forwarded. Written out: the compiler keeps a 4-trip loop otherwise.
         unsafe {
-            let m3 = vdupq_n_u8(3);
-            let s8 = vreinterpretq_s8_u8;
-            let mut word = |w: usize| {
-                let w0 = vld1q_u8(b.qs[0][w].as_ptr());
-                let w1 = vld1q_u8(b.qs[1][w].as_ptr());
-                f(4 * w, s8(vandq_u8(w0, m3)), s8(vandq_u8(w1, m3)));
-                f(4 * w + 1, s8(vandq_u8(vshrq_n_u8::<2>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<2>(w1), m3)));
-                f(4 * w + 2, s8(vandq_u8(vshrq_n_u8::<4>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<4>(w1), m3)));
-                f(4 * w + 3, s8(vshrq_n_u8::<6>(w0)), s8(vshrq_n_u8::<6>(w1)));
-            };
-            // written out: the compiler keeps a 4-trip loop otherwise
-            word(0);
-            word(1);
-            word(2);
-            word(3);
+            t2p_word(b, 0, sink);
+            t2p_word(b, 1, sink);
+            t2p_word(b, 2, sink);
+            t2p_word(b, 3, sink);
         }
     }
 }
@@ -173,6 +190,25 @@ unsafe fn gemv_t2p_body(job: &Job<'_, BlockT2p>, dup: &[ActDup]) {
     }
 }
 
+/// gemv sink: `sdot` of each chunk with its duplicated activations, two accumulators per row pair
+/// (even and odd chunks) so consecutive `sdot` do not wait on each other.
+struct GemvSink {
+    acc: [[int32x4_t; 2]; 2],
+    y: *const [i8; 16],
+}
+
+impl ChunkSink for GemvSink {
+    #[inline(always)]
+    unsafe fn chunk(&mut self, c: usize, w0: int8x16_t, w1: int8x16_t) {
+        // SAFETY: y points at 16 duplicated chunks; the caller has dotprod.
+        unsafe {
+            let y = vld1q_s8((*self.y.add(c)).as_ptr());
+            self.acc[0][c & 1] = sdot(self.acc[0][c & 1], w0, y);
+            self.acc[1][c & 1] = sdot(self.acc[1][c & 1], w1, y);
+        }
+    }
+}
+
 /// Generic gemv with `sdot` for any [`ChunkDecoder`] (running totals as in the T2P gemv).
 ///
 /// # Safety
@@ -184,16 +220,14 @@ pub(crate) unsafe fn gemv_sdot<D: ChunkDecoder>(job: &Job<'_, D::Block>, dup: &[
     for g in job.groups.clone() {
         // SAFETY: as above.
         let mut sumf = unsafe { vdupq_n_f32(0.0) };
-        let mut acc = [[zero; 2]; 2];
+        let mut sink = GemvSink { acc: [[zero; 2]; 2], y: core::ptr::null() };
         let mut prev = zero;
         for (b, a) in job.group(g).iter().zip(dup) {
             // SAFETY: all loads are fields of `b` and `a`.
             unsafe {
-                D::chunks(b, |c, w0, w1| {
-                    let y = vld1q_s8(a.qs[c].as_ptr());
-                    acc[0][c & 1] = sdot(acc[0][c & 1], w0, y);
-                    acc[1][c & 1] = sdot(acc[1][c & 1], w1, y);
-                });
+                sink.y = a.qs.as_ptr();
+                D::chunks(b, &mut sink);
+                let acc = sink.acc;
                 let total = vpaddq_s32(vaddq_s32(acc[0][0], acc[0][1]), vaddq_s32(acc[1][0], acc[1][1]));
                 let v = vsubq_s32(total, prev);
                 prev = total;
@@ -245,6 +279,27 @@ unsafe fn lane_s32(v: [int32x4_t; 2], j: usize) -> int32x4_t {
     }
 }
 
+/// 4x4 `sdot` tile sink: chunk `c` of the 4 columns, each duplicated by one `ld4r {4 x .2d}`.
+struct Sdot4x4Sink {
+    acc: [[int32x4_t; 4]; 2],
+    qs: *const i8,
+}
+
+impl ChunkSink for Sdot4x4Sink {
+    #[inline(always)]
+    unsafe fn chunk(&mut self, c: usize, w0: int8x16_t, w1: int8x16_t) {
+        // SAFETY: qs points at a Q8_Kx4 block's 512 values; the caller has dotprod.
+        unsafe {
+            let y = vld4q_dup_u64(self.qs.add(32 * c).cast::<u64>());
+            let y = [vreinterpretq_s8_u64(y.0), vreinterpretq_s8_u64(y.1), vreinterpretq_s8_u64(y.2), vreinterpretq_s8_u64(y.3)];
+            for j in 0..4 {
+                self.acc[0][j] = sdot(self.acc[0][j], w0, y[j]);
+                self.acc[1][j] = sdot(self.acc[1][j], w1, y[j]);
+            }
+        }
+    }
+}
+
 /// Generic dotprod-only gemm: tiles of 4 rows x 4 columns, `sdot` with activation chunks from the
 /// Q8_Kx4 pack, duplicated on load (one `ld4r` gives chunk `c` of all 4 columns as `[y | y]`). Each decoded chunk feeds 8 `sdot` (2 row pairs x 4
 /// columns); a batch that is not a multiple of 4 runs its last tile on zero-padded columns.
@@ -263,20 +318,12 @@ pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block>, pac
                 // SAFETY: all loads inside this block and this pack entry.
                 unsafe {
                     let zero = vdupq_n_s32(0);
-                    let mut acc = [[zero; 4]; 2];
-                    let qs = a.qs.as_ptr();
-                    D::chunks(b, |c, w0, w1| {
-                        // chunk c of the 4 columns, each duplicated: one ld4r {4 x .2d}
-                        let y = vld4q_dup_u64(qs.add(32 * c).cast::<u64>());
-                        let y = [vreinterpretq_s8_u64(y.0), vreinterpretq_s8_u64(y.1), vreinterpretq_s8_u64(y.2), vreinterpretq_s8_u64(y.3)];
-                        for j in 0..4 {
-                            acc[0][j] = sdot(acc[0][j], w0, y[j]);
-                            acc[1][j] = sdot(acc[1][j], w1, y[j]);
-                        }
-                    });
+                    let mut sink = Sdot4x4Sink { acc: [[zero; 4]; 2], qs: a.qs.as_ptr() };
+                    D::chunks(b, &mut sink);
+                    let acc = sink.acc;
                     let d = D::scales(b);
                     let yd = [vld1q_f32(a.yd[0].as_ptr()), vld1q_f32(a.yd[1].as_ptr())];
-                    let nys = [vld1q_s32(a.nysum[0].as_ptr()), vld1q_s32(a.nysum[1].as_ptr())];
+                    let nys = [vld1q_s32(a.nysum[0][0].as_ptr()), vld1q_s32(a.nysum[0][1].as_ptr())];
                     for j in 0..4 {
                         let v = vpaddq_s32(acc[0][j], acc[1][j]);
                         let scale = vmulq_f32(d, lane_f32(yd, j));

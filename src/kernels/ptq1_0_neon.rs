@@ -14,7 +14,7 @@
 
 use super::act_pack::{with_dup, with_x4, ActBlockX4, ActDup};
 use super::asm::load_f16x4;
-use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot, ChunkDecoder};
+use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot, ChunkDecoder, ChunkSink};
 use super::neon_i8mm::gemm_smmla;
 use super::Job;
 use crate::format::BlockPtq1_0x4;
@@ -66,29 +66,45 @@ impl ChunkDecoder for Ptq1Decoder {
     }
 
     #[inline(always)]
-    unsafe fn chunks(b: &BlockPtq1_0x4, mut f: impl FnMut(usize, int8x16_t, int8x16_t)) {
-        // SAFETY: every load is a field of the block.
+    unsafe fn chunks<S: ChunkSink>(b: &BlockPtq1_0x4, sink: &mut S) {
+        // SAFETY: every load is a field of the block; the sink's contract is the caller's.
         unsafe {
-            let mut half = |h: usize| {
-                let (l0, l1) = (vld1q_u8(b.lo[0][h].as_ptr()), vld1q_u8(b.lo[1][h].as_ptr()));
-                for n in 0..5 {
-                    f(2 * n as usize + h, neg_digit_n(l0, n), neg_digit_n(l1, n));
-                }
-            };
             // written out: the compiler keeps a 2-trip loop otherwise
-            half(0);
-            half(1);
+            ptq1_half(b, 0, sink);
+            ptq1_half(b, 1, sink);
             let (h0, h1) = (vld1q_u8(b.hi[0].as_ptr()), vld1q_u8(b.hi[1].as_ptr()));
-            for n in 0..5 {
-                f(10 + n as usize, neg_digit_n(h0, n), neg_digit_n(h1, n));
-            }
+            five_digits(h0, h1, 10, 1, sink);
             let qh = vld1_u8(b.qh.as_ptr().cast());
             let table = vcombine_u8(qh, qh);
             let mul = vld1q_u8(QH_MUL.as_ptr());
             let e0 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[0].as_ptr())), mul);
             let e1 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[1].as_ptr())), mul);
-            f(15, neg_digit(e0), neg_digit(e1));
+            sink.chunk(15, neg_digit(e0), neg_digit(e1));
         }
+    }
+}
+
+/// Half `h` of both row pairs' `lo` bytes: chunks `2n + h` for digits n = 0..5.
+#[inline(always)]
+unsafe fn ptq1_half<S: ChunkSink>(b: &BlockPtq1_0x4, h: usize, sink: &mut S) {
+    // SAFETY: fields of the block; the sink's contract is the caller's.
+    unsafe {
+        let (l0, l1) = (vld1q_u8(b.lo[0][h].as_ptr()), vld1q_u8(b.lo[1][h].as_ptr()));
+        five_digits(l0, l1, h, 2, sink);
+    }
+}
+
+/// Digits 0..5 of both row pairs' bytes as chunks `first + step * n`. Written out: with a loop
+/// the compiler keeps the big (4x16) tiles' accumulators in memory.
+#[inline(always)]
+unsafe fn five_digits<S: ChunkSink>(v0: uint8x16_t, v1: uint8x16_t, first: usize, step: usize, sink: &mut S) {
+    // SAFETY: register operations; the sink's contract is the caller's.
+    unsafe {
+        sink.chunk(first, neg_digit_n(v0, 0), neg_digit_n(v1, 0));
+        sink.chunk(first + step, neg_digit_n(v0, 1), neg_digit_n(v1, 1));
+        sink.chunk(first + 2 * step, neg_digit_n(v0, 2), neg_digit_n(v1, 2));
+        sink.chunk(first + 3 * step, neg_digit_n(v0, 3), neg_digit_n(v1, 3));
+        sink.chunk(first + 4 * step, neg_digit_n(v0, 4), neg_digit_n(v1, 4));
     }
 }
 
@@ -124,12 +140,12 @@ unsafe fn gemm_sdot_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
     unsafe { gemm_sdot_4x4::<Ptq1Decoder>(job, pack) }
 }
 
-/// PTQ1_0x4 x Q8_K gemm with `smmla`, 4x8 tiles.
+/// PTQ1_0x4 x Q8_K gemm with `smmla` (4x16, 4x8, 4x4 tiles).
 ///
 /// # Safety
 /// i8mm and dotprod available; `job` validated.
 #[target_feature(enable = "neon,dotprod,i8mm")]
-pub(crate) unsafe fn gemm_ptq1_0x4_4x8_q8_k_i8mm(job: Job<'_, BlockPtq1_0x4>) {
+pub(crate) unsafe fn gemm_ptq1_0x4_4x16_q8_k_i8mm(job: Job<'_, BlockPtq1_0x4>) {
     // SAFETY: forwarded.
     with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_smmla_body(&job, pack) });
 }
