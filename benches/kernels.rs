@@ -116,7 +116,15 @@ fn bench_repack(c: &mut Criterion) {
 
 /// One gemm (or gemv, `n_cols == 1`) benchmark over all rows on `threads` threads of a
 /// persistent pool, split in `4 * threads` row ranges.
-fn run_gemm(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, level: KernelLevel, w: &PackedWeights<'_>, weight_bytes: usize, n_cols: usize, threads: usize) {
+fn run_gemm(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    weight_bytes: usize,
+    n_cols: usize,
+    threads: usize,
+) {
     let k = w.k();
     let n_rows = w.n_rows();
     let act = acts(n_cols, k);
@@ -124,9 +132,10 @@ fn run_gemm(g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTi
     let mut dst = vec![0.0f32; n_rows * n_cols];
     let p = pool(threads);
     g.throughput(throughput(weight_bytes, n_rows * k * n_cols));
-    g.bench_function(BenchmarkId::new(format!("{name}_{}x{}", n_rows, k), format!("{}_{threads}t", level.name())), |b| {
-        b.iter(|| p.install(|| kernels::gemm_par(level, w, &a, &mut dst, n_rows, 4 * threads).unwrap()))
-    });
+    g.bench_function(
+        BenchmarkId::new(format!("{name}_{}x{}", n_rows, k), format!("{}_{threads}t", level.name())),
+        |b| b.iter(|| p.install(|| kernels::gemm_par(level, w, &a, &mut dst, n_rows, 4 * threads).unwrap())),
+    );
 }
 
 fn bench_reference(c: &mut Criterion) {
@@ -136,7 +145,15 @@ fn bench_reference(c: &mut Criterion) {
     let mut g = c.benchmark_group("reference");
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     for n_cols in [1, 4] {
-        run_gemm(&mut g, &format!("t2p_{n_cols}col"), KernelLevel::Reference, &pw, std::mem::size_of_val(w.as_slice()), n_cols, 1);
+        run_gemm(
+            &mut g,
+            &format!("t2p_{n_cols}col"),
+            KernelLevel::Reference,
+            &pw,
+            std::mem::size_of_val(w.as_slice()),
+            n_cols,
+            1,
+        );
     }
     g.finish();
 }
@@ -197,8 +214,24 @@ fn bench_arm(c: &mut Criterion) {
         let mut g = c.benchmark_group("ptq1_0");
         g.sample_size(10);
         for n_cols in [1, 4] {
-            run_gemm(&mut g, &format!("native_{n_cols}col"), best, &native, std::mem::size_of_val(x4.as_slice()), n_cols, threads);
-            run_gemm(&mut g, &format!("via_t2p_{n_cols}col"), best, &via_t2p, std::mem::size_of_val(t.as_slice()), n_cols, threads);
+            run_gemm(
+                &mut g,
+                &format!("native_{n_cols}col"),
+                best,
+                &native,
+                std::mem::size_of_val(x4.as_slice()),
+                n_cols,
+                threads,
+            );
+            run_gemm(
+                &mut g,
+                &format!("via_t2p_{n_cols}col"),
+                best,
+                &via_t2p,
+                std::mem::size_of_val(t.as_slice()),
+                n_cols,
+                threads,
+            );
         }
         g.finish();
     }

@@ -171,7 +171,13 @@ pub extern "C" fn ggml_t2p_supports(src_type: i32, layout_id: i32, kernel_id: i3
 /// # Safety
 /// `out_size` must be null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn ggml_t2p_repacked_size(src_type: i32, layout_id: i32, n_rows: i64, k: i64, out_size: *mut usize) -> i32 {
+pub unsafe extern "C" fn ggml_t2p_repacked_size(
+    src_type: i32,
+    layout_id: i32,
+    n_rows: i64,
+    k: i64,
+    out_size: *mut usize,
+) -> i32 {
     guard(|| {
         if out_size.is_null() {
             return Err(Error::Null);
@@ -204,10 +210,7 @@ fn act_bytes(k: usize, n_cols: usize) -> Result<usize, Error> {
     if k == 0 || k % 128 != 0 {
         return Err(Error::Shape);
     }
-    n_cols
-        .checked_mul(q8k_blocks_per_row(k))
-        .and_then(|b| b.checked_mul(size_of::<BlockQ8K>()))
-        .ok_or(Error::Shape)
+    n_cols.checked_mul(q8k_blocks_per_row(k)).and_then(|b| b.checked_mul(size_of::<BlockQ8K>())).ok_or(Error::Shape)
 }
 
 /// Repacks a matrix; see the header.
@@ -216,7 +219,16 @@ fn act_bytes(k: usize, n_cols: usize) -> Result<usize, Error> {
 /// `src` valid for reads of `src_size` bytes, `dst` for writes of `dst_size` bytes, not
 /// overlapping.
 #[no_mangle]
-pub unsafe extern "C" fn ggml_t2p_repack(src_type: i32, layout_id: i32, src: *const c_void, src_size: usize, n_rows: i64, k: i64, dst: *mut c_void, dst_size: usize) -> i32 {
+pub unsafe extern "C" fn ggml_t2p_repack(
+    src_type: i32,
+    layout_id: i32,
+    src: *const c_void,
+    src_size: usize,
+    n_rows: i64,
+    k: i64,
+    dst: *mut c_void,
+    dst_size: usize,
+) -> i32 {
     guard(|| {
         let (st, lay) = (source(src_type)?, layout(layout_id)?);
         let (n_rows, k) = (dim(n_rows)?, dim(k)?);
@@ -254,9 +266,24 @@ pub unsafe extern "C" fn ggml_t2p_repack(src_type: i32, layout_id: i32, src: *co
 /// # Safety
 /// As [`ggml_t2p_gemm`] with `n_cols = 1`.
 #[no_mangle]
-pub unsafe extern "C" fn ggml_t2p_gemv(layout_id: i32, kernel_id: i32, w: *const c_void, w_size: usize, n_rows: i64, k: i64, act: *const c_void, act_size: usize, dst: *mut f32, dst_len: usize, row_begin: i64, row_end: i64) -> i32 {
+pub unsafe extern "C" fn ggml_t2p_gemv(
+    layout_id: i32,
+    kernel_id: i32,
+    w: *const c_void,
+    w_size: usize,
+    n_rows: i64,
+    k: i64,
+    act: *const c_void,
+    act_size: usize,
+    dst: *mut f32,
+    dst_len: usize,
+    row_begin: i64,
+    row_end: i64,
+) -> i32 {
     // SAFETY: forwarded contract.
-    unsafe { ggml_t2p_gemm(layout_id, kernel_id, w, w_size, n_rows, k, act, act_size, 1, dst, dst_len, 0, row_begin, row_end) }
+    unsafe {
+        ggml_t2p_gemm(layout_id, kernel_id, w, w_size, n_rows, k, act, act_size, 1, dst, dst_len, 0, row_begin, row_end)
+    }
 }
 
 /// gemm; see the header.
@@ -265,7 +292,22 @@ pub unsafe extern "C" fn ggml_t2p_gemv(layout_id: i32, kernel_id: i32, w: *const
 /// `w` valid for reads of `w_size` bytes, `act` of `act_size` bytes, `dst` for writes of
 /// `dst_len` floats; no other thread touches the rows this call writes while it runs.
 #[no_mangle]
-pub unsafe extern "C" fn ggml_t2p_gemm(layout_id: i32, kernel_id: i32, w: *const c_void, w_size: usize, n_rows: i64, k: i64, act: *const c_void, act_size: usize, n_cols: i64, dst: *mut f32, dst_len: usize, dst_col_stride: i64, row_begin: i64, row_end: i64) -> i32 {
+pub unsafe extern "C" fn ggml_t2p_gemm(
+    layout_id: i32,
+    kernel_id: i32,
+    w: *const c_void,
+    w_size: usize,
+    n_rows: i64,
+    k: i64,
+    act: *const c_void,
+    act_size: usize,
+    n_cols: i64,
+    dst: *mut f32,
+    dst_len: usize,
+    dst_col_stride: i64,
+    row_begin: i64,
+    row_end: i64,
+) -> i32 {
     guard(|| {
         let lay = layout(layout_id)?;
         let level = kernel(kernel_id)?;

@@ -6,9 +6,7 @@
 //! source for T2P from PQ2_0 and for PTQ1_0x4; T2P from PTQ1_0 is 136/112 of the PTQ1_0 size.
 //! Row groups are repacked in parallel on the current rayon pool.
 
-use crate::format::{
-    BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0, QK,
-};
+use crate::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0, QK};
 use crate::Error;
 use core::mem::size_of;
 use rayon::prelude::*;
@@ -175,7 +173,12 @@ pub fn repack_ptq1_0_to_t2p(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &
 ///
 /// # Errors
 /// As [`repack_pq2_0_to_t2p`].
-pub fn repack_ptq1_0_to_x4(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockPtq1_0x4]) -> Result<(), Error> {
+pub fn repack_ptq1_0_to_x4(
+    src: &[BlockPtq1_0],
+    n_rows: usize,
+    k: usize,
+    dst: &mut [BlockPtq1_0x4],
+) -> Result<(), Error> {
     let nb = check(n_rows, k, src.len(), dst.len())?;
     repack_groups(src, nb, &mut dst[..n_rows / 4 * nb], BlockPtq1_0x4::from_rows);
     Ok(())
@@ -185,7 +188,12 @@ pub fn repack_ptq1_0_to_x4(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &m
 ///
 /// # Errors
 /// As [`repack_pq2_0_to_t2p`] with the roles of the buffers swapped.
-pub fn unpack_x4_to_ptq1_0(src: &[BlockPtq1_0x4], n_rows: usize, k: usize, dst: &mut [BlockPtq1_0]) -> Result<(), Error> {
+pub fn unpack_x4_to_ptq1_0(
+    src: &[BlockPtq1_0x4],
+    n_rows: usize,
+    k: usize,
+    dst: &mut [BlockPtq1_0],
+) -> Result<(), Error> {
     let nb = check(n_rows, k, dst.len(), src.len())?;
     unpack_groups(src, nb, &mut dst[..n_rows * nb], BlockPtq1_0x4::row);
     Ok(())

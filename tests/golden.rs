@@ -17,7 +17,12 @@ fn report(set: &str, passed: usize, total: usize, failures: &[String]) {
 
 fn report_as(set: &str, what: &str, passed: usize, total: usize, failures: &[String]) {
     println!("golden {set}: {passed}/{total} cases {what}");
-    assert!(failures.is_empty() && passed == total, "golden {set}: {} failed, first: {}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty() && passed == total,
+        "golden {set}: {} failed, first: {}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 fn q8k_set(file: &str, contract: Contract) {
@@ -87,7 +92,11 @@ fn dot_set(file: &str, contract: Contract, kernels_too: bool) {
                 for (what, v) in [("gemv", y[0]), ("gemm", ys[2 * 4])] {
                     if v.to_bits() != want {
                         ok = false;
-                        failures.push(format!("case {case}: {} {what} {:#010x}, want {want:#010x}", level.name(), v.to_bits()));
+                        failures.push(format!(
+                            "case {case}: {} {what} {:#010x}, want {want:#010x}",
+                            level.name(),
+                            v.to_bits()
+                        ));
                     }
                 }
             }
@@ -98,7 +107,10 @@ fn dot_set(file: &str, contract: Contract, kernels_too: bool) {
     }
     g.finish();
     if kernels_too {
-        println!("golden {file}: {kernel_checks} (case, kernel level) runs through gemv and gemm, levels {:?}", levels());
+        println!(
+            "golden {file}: {kernel_checks} (case, kernel level) runs through gemv and gemm, levels {:?}",
+            levels()
+        );
     }
     report(file, passed, g.count, &failures);
 }

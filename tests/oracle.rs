@@ -60,7 +60,7 @@ fn scale(rng: &mut Rng, s: Scales) -> f16 {
     match s {
         Scales::Typical => f16::from_f32(typical(rng)),
         Scales::Max => f16::from_bits(if rng.below(2) == 0 { 0x7BFF } else { 0xFBFF }),
-        Scales::Subnormal => f16::from_bits(1 + rng.below(0x3FF) as u16 | if rng.below(2) == 0 { 0 } else { 0x8000 }),
+        Scales::Subnormal => f16::from_bits((1 + rng.below(0x3FF) as u16) | if rng.below(2) == 0 { 0 } else { 0x8000 }),
         Scales::Negative => f16::from_f32(-typical(rng)),
         Scales::Mixed => {
             let pick = rng.below(6);
@@ -79,7 +79,13 @@ fn pq2_rows(rng: &mut Rng, n_rows: usize, k: usize, w: Weights, s: Scales) -> Ve
     (0..n_rows * k / QK)
         .map(|_| {
             let codes: [u8; 128] = std::array::from_fn(|_| match w {
-                Weights::Ternary => if rng.below(32) == 0 { 3 } else { rng.below(3) as u8 },
+                Weights::Ternary => {
+                    if rng.below(32) == 0 {
+                        3
+                    } else {
+                        rng.below(3) as u8
+                    }
+                }
                 Weights::AllZero => 1,
                 Weights::ConstPlus => 2,
                 Weights::ConstMinus => 0,
@@ -119,7 +125,13 @@ fn acts(rng: &mut Rng, n_cols: usize, k: usize, a: Acts) -> Vec<BlockQ8K> {
                 b.d = 0.001 + rng.unit().abs();
                 for q in b.qs.iter_mut() {
                     *q = match a {
-                        Acts::Extreme => if rng.below(2) == 0 { 127 } else { -127 },
+                        Acts::Extreme => {
+                            if rng.below(2) == 0 {
+                                127
+                            } else {
+                                -127
+                            }
+                        }
                         _ => (rng.below(255) as i32 - 127) as i8,
                     };
                 }
@@ -298,7 +310,10 @@ fn row_range_splits() {
         let b = vec_dot_pq2_0_q8_k(&pq2[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
         assert_eq!(a.to_bits(), b.to_bits());
     }
-    println!("split: {runs} split runs (1..8 ways) bit-identical to one call, levels {:?}", levels().iter().map(|l| l.name()).collect::<Vec<_>>());
+    println!(
+        "split: {runs} split runs (1..8 ways) bit-identical to one call, levels {:?}",
+        levels().iter().map(|l| l.name()).collect::<Vec<_>>()
+    );
 }
 
 /// A CPU without dotprod has no kernel level but the reference: callers must decline, and the

@@ -4,9 +4,7 @@
 mod common;
 
 use common::{levels, same_bytes, Rng};
-use ggml_t2p::format::{
-    ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK,
-};
+use ggml_t2p::format::{ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
 use ggml_t2p::kernels::{gemm, gemv};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{
@@ -139,14 +137,25 @@ fn ptq1_0_digits_all_bytes_all_positions() {
         }
         for pos in 0..26 {
             let mut b = BlockPtq1_0::default();
-            if pos < 24 { b.qs[pos] = q } else { b.qh[pos - 24] = q }
+            if pos < 24 {
+                b.qs[pos] = q
+            } else {
+                b.qh[pos - 24] = q
+            }
             let digits = b.digits();
             let pq2 = ptq1_0_to_pq2_0(&b);
             let x4 = BlockPtq1_0x4::from_rows([&b, &b, &b, &b]);
-            let values: Vec<[i8; 128]> = (0..4).map(|r| ggml_t2p::kernels::scalar::ptq1_0x4_row_values(&x4, r)).collect();
+            let values: Vec<[i8; 128]> =
+                (0..4).map(|r| ggml_t2p::kernels::scalar::ptq1_0x4_row_values(&x4, r)).collect();
             let ndig = if pos < 24 { 5 } else { 4 };
             for n in 0..ndig {
-                let e = if pos < 16 { 16 * n + pos } else if pos < 24 { 80 + 8 * n + (pos - 16) } else { 120 + 2 * n + (pos - 24) };
+                let e = if pos < 16 {
+                    16 * n + pos
+                } else if pos < 24 {
+                    80 + 8 * n + (pos - 16)
+                } else {
+                    120 + 2 * n + (pos - 24)
+                };
                 let want = ptq1_0_digit(q, n as u32);
                 assert_eq!(digits[e], want, "byte {q} position {pos} digit {n} element {e}");
                 assert_eq!(pq2.code(e), want);

@@ -47,6 +47,14 @@ if [ "$status" != 0 ]; then
   exit 1
 fi
 
+echo "== host: rustfmt and clippy"
+if cargo fmt --version >/dev/null 2>&1; then cargo fmt --check; else echo "test-all: rustfmt not installed, skipped"; fi
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --quiet --all-targets --features abi-check -- -D warnings
+else
+  echo "test-all: clippy not installed, skipped"
+fi
+
 echo "== host: benches and tools build"
 cargo bench --no-run --quiet
 bash -n tools/qemu-test.sh tools/toolchain.sh

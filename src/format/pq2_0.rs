@@ -1,7 +1,7 @@
 //! PQ2_0: 128 ternary weights in 34 bytes (NOTES.md §1; ggml type 142).
 
-use half::f16;
 use core::mem::{offset_of, size_of};
+use half::f16;
 
 /// One PQ2_0 block: an fp16 scale `d`, then 128 2-bit codes.
 ///

@@ -2,8 +2,8 @@
 //! (NOTES.md §1; ggml type 143 in PrismML's newer fork), and PTQ1_0x4, our load-time
 //! rearrangement of four rows' blocks that keeps every byte (1.75 bits per weight).
 
-use half::f16;
 use core::mem::{offset_of, size_of};
+use half::f16;
 
 /// Digit `n` (0..=4) of a PTQ1_0 byte `q`: `((uint8)(q * 3^n) * 3) >> 8`, a value 0..=2.
 ///

@@ -2,8 +2,8 @@
 //! word is a `sdot`/`smmla` operand after one `and` (NOTES.md §3, seeds/ciot-readme-long.txt).
 
 use super::BlockPq2_0;
-use half::f16;
 use core::mem::{offset_of, size_of};
+use half::f16;
 
 /// One T2P block: the four rows' fp16 scales, then `qs[pair][word][byte]`.
 ///

@@ -278,7 +278,13 @@ impl<'a, B> Job<'a, B> {
 
 /// Checks everything a kernel relies on; after this, kernels index without further checks
 /// failing.
-fn validate(w: &PackedWeights<'_>, a: &Activations<'_>, dst_len: usize, col_stride: usize, rows: &Range<usize>) -> Result<(), Error> {
+fn validate(
+    w: &PackedWeights<'_>,
+    a: &Activations<'_>,
+    dst_len: usize,
+    col_stride: usize,
+    rows: &Range<usize>,
+) -> Result<(), Error> {
     let n_rows = w.n_rows();
     if a.k != w.k() {
         return Err(Error::Shape);
@@ -292,10 +298,7 @@ fn validate(w: &PackedWeights<'_>, a: &Activations<'_>, dst_len: usize, col_stri
     if rows.is_empty() || a.n_cols == 0 {
         return Ok(());
     }
-    let need = (a.n_cols - 1)
-        .checked_mul(col_stride)
-        .and_then(|v| v.checked_add(rows.end))
-        .ok_or(Error::Shape)?;
+    let need = (a.n_cols - 1).checked_mul(col_stride).and_then(|v| v.checked_add(rows.end)).ok_or(Error::Shape)?;
     if dst_len < need {
         return Err(Error::BufferSize);
     }
@@ -309,7 +312,14 @@ fn validate(w: &PackedWeights<'_>, a: &Activations<'_>, dst_len: usize, col_stri
 /// # Errors
 /// [`Error::Unsupported`] if `level` is not available on this CPU; [`Error::Shape`],
 /// [`Error::Range`], [`Error::BufferSize`] for shapes that disagree (see [`gemm_raw`]).
-pub fn gemm(level: KernelLevel, w: &PackedWeights<'_>, a: &Activations<'_>, dst: &mut [f32], col_stride: usize, rows: Range<usize>) -> Result<(), Error> {
+pub fn gemm(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    a: &Activations<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+) -> Result<(), Error> {
     // SAFETY: dst is a live, uniquely borrowed slice of dst.len() floats.
     unsafe { gemm_raw(level, w, a, dst.as_mut_ptr(), dst.len(), col_stride, rows) }
 }
@@ -318,7 +328,13 @@ pub fn gemm(level: KernelLevel, w: &PackedWeights<'_>, a: &Activations<'_>, dst:
 ///
 /// # Errors
 /// As [`gemm`].
-pub fn gemv(level: KernelLevel, w: &PackedWeights<'_>, act: &[BlockQ8K], dst: &mut [f32], rows: Range<usize>) -> Result<(), Error> {
+pub fn gemv(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    act: &[BlockQ8K],
+    dst: &mut [f32],
+    rows: Range<usize>,
+) -> Result<(), Error> {
     let a = Activations::new(act, 1, w.k())?;
     gemm(level, w, &a, dst, 0, rows)
 }
@@ -335,7 +351,15 @@ pub fn gemv(level: KernelLevel, w: &PackedWeights<'_>, act: &[BlockQ8K], dst: &m
 /// # Safety
 /// `dst` must be valid for writes of `dst_len` floats, and no other thread may access the
 /// elements this call writes (rows `rows` of each column) while it runs.
-pub unsafe fn gemm_raw(level: KernelLevel, w: &PackedWeights<'_>, a: &Activations<'_>, dst: *mut f32, dst_len: usize, col_stride: usize, rows: Range<usize>) -> Result<(), Error> {
+pub unsafe fn gemm_raw(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    a: &Activations<'_>,
+    dst: *mut f32,
+    dst_len: usize,
+    col_stride: usize,
+    rows: Range<usize>,
+) -> Result<(), Error> {
     if !level.is_available() {
         return Err(Error::Unsupported);
     }
@@ -408,7 +432,14 @@ unsafe fn run_ptq1_0x4(level: KernelLevel, job: Job<'_, BlockPtq1_0x4>) {
 ///
 /// # Errors
 /// As [`gemm`].
-pub fn gemm_par(level: KernelLevel, w: &PackedWeights<'_>, a: &Activations<'_>, dst: &mut [f32], col_stride: usize, n_splits: usize) -> Result<(), Error> {
+pub fn gemm_par(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    a: &Activations<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    n_splits: usize,
+) -> Result<(), Error> {
     let n_rows = w.n_rows();
     validate(w, a, dst.len(), col_stride, &(0..n_rows))?;
     if a.n_cols == 0 {

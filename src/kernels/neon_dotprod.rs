@@ -116,7 +116,13 @@ impl ChunkDecoder for T2pDecoder {
 /// `isum = -(v + sum(y))` (computed as `sumf - scale * (v + sum(y))`, the same bits). `nysum` is
 /// `-sum(y)` per lane.
 #[inline(always)]
-pub(crate) unsafe fn apply(negated: bool, sumf: float32x4_t, scale: float32x4_t, v: int32x4_t, nysum: int32x4_t) -> float32x4_t {
+pub(crate) unsafe fn apply(
+    negated: bool,
+    sumf: float32x4_t,
+    scale: float32x4_t,
+    v: int32x4_t,
+    nysum: int32x4_t,
+) -> float32x4_t {
     // SAFETY: register operations; NEON is baseline on aarch64.
     unsafe {
         if negated {
@@ -291,7 +297,12 @@ impl ChunkSink for Sdot4x4Sink {
         // SAFETY: qs points at a Q8_Kx4 block's 512 values; the caller has dotprod.
         unsafe {
             let y = vld4q_dup_u64(self.qs.add(32 * c).cast::<u64>());
-            let y = [vreinterpretq_s8_u64(y.0), vreinterpretq_s8_u64(y.1), vreinterpretq_s8_u64(y.2), vreinterpretq_s8_u64(y.3)];
+            let y = [
+                vreinterpretq_s8_u64(y.0),
+                vreinterpretq_s8_u64(y.1),
+                vreinterpretq_s8_u64(y.2),
+                vreinterpretq_s8_u64(y.3),
+            ];
             for j in 0..4 {
                 self.acc[0][j] = sdot(self.acc[0][j], w0, y[j]);
                 self.acc[1][j] = sdot(self.acc[1][j], w1, y[j]);

@@ -67,7 +67,12 @@ impl<const NG: usize, const NQ: usize> ChunkSink for SmmlaSink<NG, NQ> {
 /// # Safety
 /// i8mm available; `job` validated; `pack` from `with_x4`; `cg + NG <= ceil(n_cols / 4)`.
 #[inline(always)]
-unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(job: &Job<'_, D::Block>, pack: &[ActBlockX4], g: usize, cg: usize) {
+unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
+    job: &Job<'_, D::Block>,
+    pack: &[ActBlockX4],
+    g: usize,
+    cg: usize,
+) {
     debug_assert_eq!(NQ, 2 * NG);
     let nb = job.nb;
     let mut sumf = [[unsafe { vdupq_n_f32(0.0) }; NQ]; 2];
@@ -93,7 +98,8 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(job: &Job<'_, 
                 for p in 0..2 {
                     let scale = vmulq_f32(dp[p], yq);
                     let v = vcvtq_f32_s32(acc[p][q]);
-                    sumf[p][q] = if D::NEGATED { vfmsq_f32(sumf[p][q], scale, v) } else { vfmaq_f32(sumf[p][q], scale, v) };
+                    sumf[p][q] =
+                        if D::NEGATED { vfmsq_f32(sumf[p][q], scale, v) } else { vfmaq_f32(sumf[p][q], scale, v) };
                 }
             }
         }

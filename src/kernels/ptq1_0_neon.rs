@@ -24,10 +24,8 @@ use core::arch::aarch64::*;
 pub(crate) struct Ptq1Decoder;
 
 /// `tbl` indices that spread row `2p`'s and row `2p+1`'s two `qh` bytes over 8 lanes each.
-static QH_INDEX: [[u8; 16]; 2] = [
-    [0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3],
-    [4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7],
-];
+static QH_INDEX: [[u8; 16]; 2] =
+    [[0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3], [4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7]];
 /// Lane `e` of a qh chunk is element `120 + e`: digit `e / 2` of byte `e % 2`, i.e. the byte times
 /// `3^(e/2)`.
 static QH_MUL: [u8; 16] = [1, 1, 3, 3, 9, 9, 27, 27, 1, 1, 3, 3, 9, 9, 27, 27];
