@@ -32,10 +32,10 @@ extern "C" {
 #define GGML_T2P_ERR_NULL             -1 /* a required pointer is NULL */
 #define GGML_T2P_ERR_SHAPE            -2 /* k % 128 != 0, rows % 4 != 0, zero/negative/overflowing sizes */
 #define GGML_T2P_ERR_BUFFER_SIZE      -3 /* a buffer is smaller than the shape needs */
-#define GGML_T2P_ERR_MISALIGNED       -4 /* a buffer is not aligned for its blocks (2 B weights, 4 B activations) */
+#define GGML_T2P_ERR_MISALIGNED       -4 /* a buffer is not aligned for its type (2 B weights, 4 B activations and dst) */
 #define GGML_T2P_ERR_RANGE            -5 /* row range reversed, out of bounds or not on 4-row boundaries */
 #define GGML_T2P_ERR_UNSUPPORTED      -6 /* kernel level not available on this CPU, or layout not for this type */
-#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout or kernel value */
+#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout or kernel value; overlapping repack buffers */
 #define GGML_T2P_ERR_INTERNAL         -8 /* a bug: an internal panic was caught */
 
 /* CPU feature bits (ggml_t2p_cpu_features). */
@@ -88,8 +88,8 @@ int32_t ggml_t2p_repacked_size(int32_t src_type, int32_t layout, int64_t n_rows,
 int32_t ggml_t2p_act_size(int64_t k, int64_t n_cols, size_t * out_size);
 
 /* Repacks a row-major src_type matrix (n_rows x k weights, src_size >= its size, 2-byte aligned)
- * into layout at dst (dst_size >= ggml_t2p_repacked_size, 2-byte aligned). src and dst must not
- * overlap. */
+ * into layout at dst (dst_size >= ggml_t2p_repacked_size, 2-byte aligned). Overlapping src and dst
+ * are refused with GGML_T2P_ERR_INVALID_ARGUMENT. */
 int32_t ggml_t2p_repack(int32_t src_type, int32_t layout, const void * src, size_t src_size, int64_t n_rows, int64_t k, void * dst, size_t dst_size);
 
 /* gemv (one activation column, decode): dst[r] = row r of W . act for r in [row_begin, row_end).

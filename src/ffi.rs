@@ -81,8 +81,8 @@ unsafe fn blocks<'a, T: Pod>(p: *const c_void, size: usize, need: usize) -> Resu
     if p.is_null() {
         return Err(Error::Null);
     }
-    if size < need {
-        return Err(Error::BufferSize);
+    if size < need || need > isize::MAX as usize {
+        return Err(Error::BufferSize); // no real buffer is larger than isize::MAX bytes
     }
     // SAFETY: the caller guarantees size readable bytes, and need <= size.
     cast_blocks(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), need) })
@@ -94,7 +94,7 @@ unsafe fn blocks_mut<'a, T: Pod>(p: *mut c_void, size: usize, need: usize) -> Re
     if p.is_null() {
         return Err(Error::Null);
     }
-    if size < need {
+    if size < need || need > isize::MAX as usize {
         return Err(Error::BufferSize);
     }
     // SAFETY: as in blocks; unique for the call.
@@ -149,7 +149,7 @@ pub extern "C" fn ggml_t2p_status_string(status: i32) -> *const c_char {
         -4 => "buffer misaligned\0",
         -5 => "row range out of bounds or not a multiple of 4\0",
         -6 => "not supported on this CPU or for this type\0",
-        -7 => "invalid argument\0",
+        -7 => "invalid argument (unknown type, layout or kernel; or overlapping buffers)\0",
         -8 => "internal error\0",
         _ => "unknown status\0",
     };
@@ -234,6 +234,11 @@ pub unsafe extern "C" fn ggml_t2p_repack(
         let (n_rows, k) = (dim(n_rows)?, dim(k)?);
         let need_src = repack::source_size(st, n_rows, k)?;
         let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
+        // repacking in place would read bytes it has already overwritten
+        let (s0, d0) = (src as usize, dst as usize);
+        if !src.is_null() && !dst.is_null() && s0 < d0.saturating_add(need_dst) && d0 < s0.saturating_add(need_src) {
+            return Err(Error::InvalidArgument);
+        }
         // SAFETY: the caller's contract on src/dst, forwarded.
         unsafe {
             match (st, lay) {

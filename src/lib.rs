@@ -47,7 +47,8 @@ pub enum Error {
     Range,
     /// The requested kernel level or layout is not available on this CPU or build.
     Unsupported,
-    /// An unknown enum value (type id, layout or kernel level) was passed.
+    /// An unknown enum value (type id, layout or kernel level) was passed, or buffers that must
+    /// not overlap do.
     InvalidArgument,
 }
 

@@ -4,7 +4,7 @@ each kernel from the compiled assembly, runs llvm-mca-19 on it for several cores
 instructions and cycles per 128 weights per output next to the stock PQ2_0 NEON yardstick.
 
 The model ignores memory bandwidth (decode is bandwidth-bound on real machines); it ranks
-instruction efficiency. See README.md "Cycle model".
+instruction efficiency. See README.md "Benchmarks and the cycle model".
 """
 
 import argparse
@@ -125,7 +125,11 @@ def mca(snippet, core, iterations=200):
     path = os.path.join(ROOT, "target", "cycle-model", "loop.s")
     with open(path, "w") as f:
         f.write(snippet)
-    txt = sh(["llvm-mca-19", "-mtriple=aarch64", f"-mcpu={core}", "-mattr=+dotprod,+i8mm", f"-iterations={iterations}", path])
+    r = subprocess.run(["llvm-mca-19", "-mtriple=aarch64", f"-mcpu={core}", "-mattr=+dotprod,+i8mm",
+                        f"-iterations={iterations}", path], text=True, capture_output=True)
+    if r.returncode != 0 or "not a recognized processor" in r.stderr:
+        sys.exit(f"cycle-model: llvm-mca-19 -mcpu={core} failed (is {core!r} an llvm-mca-19 CPU name?):\n{r.stderr.strip()[:500]}")
+    txt = r.stdout
     total = int(re.search(r"Total Cycles:\s+(\d+)", txt).group(1))
     insns = int(re.search(r"Instructions:\s+(\d+)", txt).group(1))
     return insns / iterations, total / iterations
@@ -144,14 +148,19 @@ def main():
     ap.add_argument("--cores", default=",".join(CORES), help="comma-separated llvm-mca -mcpu names (default: %(default)s)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get llvm-19 / the aarch64 toolchain when missing")
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON")
-    ap.add_argument("--show-loop", metavar="KERNEL", help="print the extracted loop of one kernel (symbol fragment) and exit")
+    ap.add_argument("--show-loop", metavar="KERNEL",
+                    help="print the extracted loop of one kernel and exit: a part of its table label or symbol, "
+                         "e.g. 'gemv', 'T2P gemm 4x8', 'ptq1_0x4_q8_k_dotprod' (the first match)")
     args = ap.parse_args()
     cores = args.cores.split(",")
     ensure_tools(not args.no_install)
     asm = open(build_asm()).read().splitlines()
 
     if args.show_loop:
-        k = next(k for k in KERNELS if k[0] == args.show_loop)
+        want = args.show_loop.lower()
+        k = next((k for k in KERNELS if want in k[1].lower() or want in k[0]), None)
+        if k is None:
+            sys.exit(f"cycle-model: no kernel matches {args.show_loop!r}; kernels: " + "; ".join(k[1] for k in KERNELS))
         body = function_body(asm, k[0])
         picked = pick_loop(body, k[2], k[3])
         if picked is None:
@@ -193,6 +202,7 @@ def main():
     print("MAC issue: the kernel's sdot/smmla count x the core's cycles per sdot/smmla when nothing else runs,")
     print("over the loop's modeled cycles (100% = the loop runs at the MAC instruction's issue limit).")
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(dict(stock=STOCK, rows=rows, mac_limits={f"{c}/{m}": v for (c, m), v in limits.items()}), f, indent=1)
 

@@ -1,5 +1,6 @@
-# Sourced by the project's scripts: installs what the host tests and the aarch64 cross tests need
-# on a Debian 12 machine (NOTES.md §6), only when it is missing.
+# Installs what the host tests and the aarch64 cross tests need on a Debian 12 machine (NOTES.md §6),
+# only when it is missing. Run it (`bash tools/toolchain.sh [--llvm]`), or source it for its
+# functions, as the project's scripts do.
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -58,3 +59,22 @@ ensure_llvm19() {
   apt_update_once
   apt_install llvm-19
 }
+
+# Run directly: install everything the project's scripts use.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  case "${1:-}" in
+    -h|--help)
+      echo "usage: bash tools/toolchain.sh [--llvm]"
+      echo "Installs (apt-get, as root or with sudo) what is missing: libclang-dev and gcc for the host"
+      echo "tests; rustc-web, libstd-rust-web-dev:arm64, the aarch64 GNU toolchain and qemu-user-static"
+      echo "for the aarch64 tests; with --llvm also llvm-19 (llvm-mca-19) for tools/cycle-model.py."
+      exit 0 ;;
+    ""|--llvm) ;;
+    *) echo "toolchain: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  ensure_host_toolchain 1
+  ensure_aarch64_toolchain 1
+  [ "${1:-}" != --llvm ] || ensure_llvm19 1
+  echo "toolchain: host and aarch64 tools present$([ "${1:-}" = --llvm ] && echo ', llvm-mca-19 too')"
+fi

@@ -299,7 +299,8 @@ fn validate(
         return Ok(());
     }
     let need = (a.n_cols - 1).checked_mul(col_stride).and_then(|v| v.checked_add(rows.end)).ok_or(Error::Shape)?;
-    if dst_len < need {
+    // no real buffer holds more than isize::MAX bytes: a larger claim would make offsets wrap
+    if dst_len < need || need > isize::MAX as usize / core::mem::size_of::<f32>() {
         return Err(Error::BufferSize);
     }
     Ok(())
@@ -343,7 +344,9 @@ pub fn gemv(
 /// disjoint row ranges of one output buffer at the same time.
 ///
 /// Requirements checked here: `a.k == w.k()`; `rows` within `0..n_rows` on 4-row boundaries;
-/// `col_stride >= n_rows` when `a.n_cols > 1`; `(n_cols - 1) * col_stride + rows.end <= dst_len`.
+/// `col_stride >= n_rows` when `a.n_cols > 1`; `(n_cols - 1) * col_stride + rows.end <= dst_len`,
+/// and that extent no larger than `isize::MAX` bytes; `dst` non-null and 4-byte aligned when
+/// anything is written.
 ///
 /// # Errors
 /// As [`gemm`].
@@ -369,6 +372,9 @@ pub unsafe fn gemm_raw(
     }
     if dst.is_null() {
         return Err(Error::Null);
+    }
+    if dst as usize % core::mem::align_of::<f32>() != 0 {
+        return Err(Error::Misaligned);
     }
     let out = OutPtr { ptr: dst, col_stride };
     let nb = w.k() / QK;

@@ -152,6 +152,12 @@ int main(void) {
     CHECK(ggml_t2p_gemv(9, 1, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "layout 9");
     CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 42, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "kernel 42");
     CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w, sizeof(w), NROWS, K, packed, wsize - 136) == GGML_T2P_ERR_BUFFER_SIZE, "short dst repack");
+    CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, packed, wsize, NROWS, K, packed, wsize) == GGML_T2P_ERR_INVALID_ARGUMENT, "in-place repack");
+    {
+        float ys[2 * NROWS + 1];
+        CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, (float *)((char *)ys + 1), NROWS, 0, NROWS) == GGML_T2P_ERR_MISALIGNED, "odd dst");
+        CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, 2, ys, SIZE_MAX, INT64_MAX, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "dst extent past isize::MAX");
+    }
 
     free(packed);
     printf("c abi smoke: %d/%d checks passed\n", checks - failures, checks);
