@@ -5,7 +5,7 @@
 //!   (from `bsums`), for the gemv kernels: they load operands with plain `ldp` instead of 16
 //!   `ld1r` (and their address arithmetic) per block, for every row group.
 //! - [`ActBlockX4`] ("Q8_Kx4"): four columns interleaved in 8-byte chunks, the `smmla` right
-//!   operand as is (and, with `ld1r`, the duplicated `sdot` operand), plus their scales and sums.
+//!   operand as is (and, with `ld4r`, the duplicated `sdot` operands), plus their scales and sums.
 //!   Columns past `n_cols` are zero (scale 0, sum 0), so a batch that is not a multiple of the tile
 //!   width runs as one padded pass whose extra outputs are dropped.
 //!
@@ -13,6 +13,7 @@
 //! unwritten, and their contribution is `0 * anything` either way.
 
 use crate::format::BlockQ8K;
+use crate::reference::q8k_half;
 use core::cell::RefCell;
 
 /// Scale and value sum of one 128-value half of a Q8_K block.
@@ -107,7 +108,7 @@ pub fn with_dup<R>(col: &[BlockQ8K], nb: usize, f: impl FnOnce(&[ActDup]) -> R) 
         v.clear();
         v.extend((0..nb).map(|i| {
             let half = act_half(&col[i / 2], i % 2);
-            let src = &col[i / 2].qs[128 * (i % 2)..128 * (i % 2) + 128];
+            let (src, _) = q8k_half(col, i);
             let mut out = ActDup { d: half.d, nysum: -half.ysum, ..Default::default() };
             for (c, dst) in out.qs.iter_mut().enumerate() {
                 dst[..8].copy_from_slice(&src[8 * c..8 * c + 8]);
@@ -142,7 +143,7 @@ pub fn with_x4<R>(act: &[BlockQ8K], n_cols: usize, nb: usize, f: impl FnOnce(&[A
                         dst.ysum[p][lane / 2][slot] = half.ysum;
                     }
                 }
-                let src = &col[i / 2].qs[128 * (i % 2)..128 * (i % 2) + 128];
+                let (src, _) = q8k_half(col, i);
                 for c in 0..16 {
                     dst.qs[(4 * c + lane) * 8..(4 * c + lane) * 8 + 8].copy_from_slice(&src[8 * c..8 * c + 8]);
                 }

@@ -3,8 +3,9 @@
 //!
 //! ## T2P gemv (`gemv_t2p_4x16_q8_k_dotprod`)
 //! One T2P block is 4 rows x 128 weights: 2 row pairs x 4 words of 16 bytes. Slot `s` of word `w`
-//! is `[row a: chunk 4w+s | row b: the same chunk]`; the chunk's 8 activations are loaded
-//! duplicated (`ld1r` of 8 bytes) so one `sdot` serves both rows (lanes 0,1: row a; 2,3: row b).
+//! is `[row a: chunk 4w+s | row b: the same chunk]`; the chunk's 8 activations come duplicated
+//! (`[y | y]`, prepared once per call in `act_pack::ActDup` and loaded with `ldp`) so one `sdot`
+//! serves both rows (lanes 0,1: row a; 2,3: row b).
 //! Slots come out with `and 0x03` (u), `and 0x0c` (4u), `and 0x30` (16u) and `ushr #6` (u; an `and
 //! 0xc0` would give 128 = -128), each into its own accumulator: 8 independent accumulators per
 //! block, so `sdot` latency hides behind itself. Once per 128 weights:
