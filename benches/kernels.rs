@@ -1,21 +1,33 @@
 //! Kernel microbenchmarks (criterion). Throughput is reported in weight bytes and in weights
-//! (elements; for gemm, weights x columns, i.e. multiply-adds).
+//! (elements; for gemm, weights x columns, i.e. multiply-adds). `tools/bench-report.py` turns a
+//! run's results into one table, gemv as a share of the read bandwidth measured in the same run.
 //!
-//! - `repack/*`: PQ2_0 -> T2P, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 on a 17408 x 5120 matrix, with
-//!   1 thread and with all threads (portable: runs everywhere).
+//! - `read_bw/*`: the machine's plain read bandwidth (a sum over 256 MiB), 1 thread and all
+//!   threads: the ceiling a DRAM-streamed gemv is held against.
+//! - `repack/*`: PQ2_0 -> T2P, PQ2_0 -> X16, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 on a 17408 x 5120
+//!   matrix, with 1 thread and with all threads (portable: runs everywhere).
 //! - `reference/*`: the scalar `_generic` kernels (portable; the slow exact twin).
-//! - aarch64 only: `gemv_dram/*` (32768 x 8192, 71 MB of T2P weights streamed from DRAM, the
-//!   seeds' test), `gemv/*` and `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
-//!   5120 x 17408, 17408 x 5120, 5120 x 6144, 6144 x 5120), and `ptq1_0/*` native vs via T2P.
+//! - With a SIMD level (aarch64: dotprod/i8mm on T2P; x86-64: AVX2/AVX-VNNI/AVX-512 VNNI on X16),
+//!   for every level this CPU has: `gemv_dram/*` (32768 x 8192, 71 MB of weights streamed from
+//!   DRAM, the seeds' test), `gemv/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
+//!   5120 x 17408, 17408 x 5120, 5120 x 6144, 6144 x 5120), gemv on 1 thread and on all threads,
+//!   gemm on all threads; and (aarch64) `ptq1_0/*` native vs via T2P.
 //!
-//! Multi-threaded runs use one persistent rayon pool (`ThreadPool::install`), built once: the
-//! seeds measured 282 instead of 391 Gweights/s when threads were spawned per iteration.
-//! Set `GGML_T2P_BENCH_THREADS` to choose the pool size (default: all cores).
+//! Activations are packed once per benchmark, outside the timed loop (ggml packs once per
+//! MUL_MAT; the pack is a few microseconds against milliseconds of weights). Multi-threaded runs
+//! use one persistent rayon pool (`ThreadPool::install`), built once: the seeds measured 282
+//! instead of 391 Gweights/s when threads were spawned per iteration. Set
+//! `GGML_T2P_BENCH_THREADS` to choose the pool size (default: all cores). Weights are typical
+//! scales (0.01..0.02) and activations of magnitude ~1: no denormal products, which would make
+//! the float step ~16x slower and say nothing about the kernels.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
+use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
-use ggml_t2p::repack::{repack_pq2_0_to_t2p, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4};
+use ggml_t2p::repack::{
+    repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4, repacked_blocks, Layout,
+    SourceType,
+};
 use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Duration;
@@ -64,10 +76,40 @@ fn acts(n_cols: usize, k: usize) -> Vec<BlockQ8K> {
     out
 }
 
-fn t2p(n_rows: usize, k: usize) -> Vec<BlockT2p> {
-    let mut out = vec![BlockT2p::default(); n_rows / 4 * k / QK];
-    repack_pq2_0_to_t2p(&pq2_0(n_rows, k), n_rows, k, &mut out).unwrap();
-    out
+/// A repacked PQ2_0 matrix in one of the layouts, owning its blocks.
+enum Matrix {
+    T2p(Vec<BlockT2p>, usize, usize),
+    X16(Vec<BlockX16>, usize, usize),
+}
+
+impl Matrix {
+    fn new(layout: Layout, n_rows: usize, k: usize) -> Matrix {
+        let src = pq2_0(n_rows, k);
+        match layout {
+            Layout::X16 => {
+                let mut out = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+                repack_pq2_0_to_x16(&src, n_rows, k, &mut out).unwrap();
+                Matrix::X16(out, n_rows, k)
+            }
+            _ => {
+                let mut out = vec![BlockT2p::default(); n_rows / 4 * k / QK];
+                repack_pq2_0_to_t2p(&src, n_rows, k, &mut out).unwrap();
+                Matrix::T2p(out, n_rows, k)
+            }
+        }
+    }
+    fn view(&self) -> PackedWeights<'_> {
+        match self {
+            Matrix::T2p(b, n, k) => PackedWeights::t2p(b, *n, *k).unwrap(),
+            Matrix::X16(b, n, k) => PackedWeights::x16(b, *n, *k).unwrap(),
+        }
+    }
+    fn bytes(&self) -> usize {
+        match self {
+            Matrix::T2p(b, ..) => std::mem::size_of_val(b.as_slice()),
+            Matrix::X16(b, ..) => std::mem::size_of_val(b.as_slice()),
+        }
+    }
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -81,8 +123,47 @@ fn all_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+fn thread_counts() -> Vec<usize> {
+    let mut t = vec![1];
+    if all_threads() > 1 {
+        t.push(all_threads());
+    }
+    t
+}
+
 fn throughput(weight_bytes: usize, macs: usize) -> Throughput {
     Throughput::ElementsAndBytes { elements: macs as u64, bytes: weight_bytes as u64 }
+}
+
+/// Plain read bandwidth: the sum of a 256 MiB buffer of u64, split over the pool's threads.
+fn bench_read_bw(c: &mut Criterion) {
+    let words = (256usize << 20) / 8;
+    let buf: Vec<u64> = (0..words as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+    let mut g = c.benchmark_group("read_bw");
+    g.sample_size(20).throughput(Throughput::Bytes((words * 8) as u64));
+    for t in thread_counts() {
+        let p = pool(t);
+        g.bench_function(BenchmarkId::new("sum_256MiB", format!("{t}t")), |b| {
+            b.iter(|| {
+                p.install(|| {
+                    use rayon::prelude::*;
+                    // 8 independent lanes per chunk so the adds never limit the loads
+                    buf.par_chunks(words / (4 * t))
+                        .map(|ch| {
+                            let mut acc = [0u64; 8];
+                            for v in ch.chunks_exact(8) {
+                                for i in 0..8 {
+                                    acc[i] = acc[i].wrapping_add(v[i]);
+                                }
+                            }
+                            acc.iter().fold(0u64, |a, &b| a.wrapping_add(b))
+                        })
+                        .reduce(|| 0, u64::wrapping_add)
+                })
+            })
+        });
+    }
+    g.finish();
 }
 
 fn bench_repack(c: &mut Criterion) {
@@ -90,32 +171,33 @@ fn bench_repack(c: &mut Criterion) {
     let src = pq2_0(n_rows, k);
     let src_t = ptq1_0(n_rows, k);
     let mut dst = vec![BlockT2p::default(); n_rows / 4 * k / QK];
+    let mut dst16 = vec![BlockX16::default(); n_rows / 16 * k / QK];
     let mut dst_x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * k / QK];
     let mut g = c.benchmark_group("repack");
     g.sample_size(10).measurement_time(Duration::from_secs(4));
-    let mut threads = vec![1];
-    if all_threads() > 1 {
-        threads.push(all_threads());
-    }
-    for &t in &threads {
-        let p = pool(t);
+    for t in thread_counts() {
+        ggml_t2p::repack::set_repack_threads(t);
         g.throughput(throughput(std::mem::size_of_val(src.as_slice()), n_rows * k));
         g.bench_function(BenchmarkId::new("pq2_0_to_t2p_17408x5120", format!("{t}t")), |b| {
-            b.iter(|| p.install(|| repack_pq2_0_to_t2p(&src, n_rows, k, &mut dst).unwrap()))
+            b.iter(|| repack_pq2_0_to_t2p(&src, n_rows, k, &mut dst).unwrap())
+        });
+        g.bench_function(BenchmarkId::new("pq2_0_to_x16_17408x5120", format!("{t}t")), |b| {
+            b.iter(|| repack_pq2_0_to_x16(&src, n_rows, k, &mut dst16).unwrap())
         });
         g.throughput(throughput(std::mem::size_of_val(src_t.as_slice()), n_rows * k));
         g.bench_function(BenchmarkId::new("ptq1_0_to_t2p_17408x5120", format!("{t}t")), |b| {
-            b.iter(|| p.install(|| repack_ptq1_0_to_t2p(&src_t, n_rows, k, &mut dst).unwrap()))
+            b.iter(|| repack_ptq1_0_to_t2p(&src_t, n_rows, k, &mut dst).unwrap())
         });
         g.bench_function(BenchmarkId::new("ptq1_0_to_x4_17408x5120", format!("{t}t")), |b| {
-            b.iter(|| p.install(|| repack_ptq1_0_to_x4(&src_t, n_rows, k, &mut dst_x4).unwrap()))
+            b.iter(|| repack_ptq1_0_to_x4(&src_t, n_rows, k, &mut dst_x4).unwrap())
         });
     }
+    ggml_t2p::repack::set_repack_threads(0);
     g.finish();
 }
 
 /// One gemm (or gemv, `n_cols == 1`) benchmark over all rows on `threads` threads of a
-/// persistent pool, split in `4 * threads` row ranges.
+/// persistent pool, split in `4 * threads` row ranges; activations packed once, outside the loop.
 fn run_gemm(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
@@ -129,56 +211,69 @@ fn run_gemm(
     let n_rows = w.n_rows();
     let act = acts(n_cols, k);
     let a = Activations::new(&act, n_cols, k).unwrap();
+    let pack = a.pack(w.layout(), level).unwrap();
+    let packed = pack.view();
     let mut dst = vec![0.0f32; n_rows * n_cols];
     let p = pool(threads);
     g.throughput(throughput(weight_bytes, n_rows * k * n_cols));
     g.bench_function(
         BenchmarkId::new(format!("{name}_{}x{}", n_rows, k), format!("{}_{threads}t", level.name())),
-        |b| b.iter(|| p.install(|| kernels::gemm_par(level, w, &a, &mut dst, n_rows, 4 * threads).unwrap())),
+        |b| {
+            b.iter(|| p.install(|| kernels::gemm_par_packed(level, w, &packed, &mut dst, n_rows, 4 * threads).unwrap()))
+        },
     );
 }
 
 fn bench_reference(c: &mut Criterion) {
     let (n_rows, k) = (1024, 5120);
-    let w = t2p(n_rows, k);
-    let pw = PackedWeights::t2p(&w, n_rows, k).unwrap();
+    let layout = KernelLevel::Reference.layout_for(SourceType::Pq2_0, false);
+    let m = Matrix::new(layout, n_rows, k);
     let mut g = c.benchmark_group("reference");
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     for n_cols in [1, 4] {
-        run_gemm(
-            &mut g,
-            &format!("t2p_{n_cols}col"),
-            KernelLevel::Reference,
-            &pw,
-            std::mem::size_of_val(w.as_slice()),
-            n_cols,
-            1,
-        );
+        let name = format!("{}_{n_cols}col", layout.name().to_lowercase());
+        run_gemm(&mut g, &name, KernelLevel::Reference, &m.view(), m.bytes(), n_cols, 1);
     }
     g.finish();
 }
 
-#[cfg(target_arch = "aarch64")]
-fn bench_arm(c: &mut Criterion) {
-    let Some(best) = KernelLevel::best() else {
-        eprintln!("this CPU has no dotprod: the ARM kernels decline, only the portable benchmarks run");
-        return;
-    };
-    let threads = all_threads();
-    let mut thread_counts = vec![1];
-    if threads > 1 {
-        thread_counts.push(threads);
-    }
+/// The SIMD levels this CPU has, with the layout each runs on.
+fn simd_levels() -> Vec<(KernelLevel, Layout)> {
+    KernelLevel::ALL[1..]
+        .iter()
+        .filter(|l| l.is_available())
+        .map(|&l| (l, l.layout_for(SourceType::Pq2_0, false)))
+        .collect()
+}
 
-    // the seeds' DRAM test: 32768 x 8192, 71 MB of T2P weights
+fn bench_simd(c: &mut Criterion) {
+    let levels = simd_levels();
+    if levels.is_empty() {
+        eprintln!("this CPU has no SIMD level (dotprod / AVX2+FMA+F16C): only the portable benchmarks run");
+        return;
+    }
+    let threads = all_threads();
+    let layouts: Vec<Layout> = {
+        let mut v: Vec<Layout> = levels.iter().map(|l| l.1).collect();
+        v.dedup();
+        v
+    };
+
+    // the seeds' DRAM test: 32768 x 8192, 71 MB of weights
     {
         let (n_rows, k) = (32768, 8192);
-        let w = t2p(n_rows, k);
-        let pw = PackedWeights::t2p(&w, n_rows, k).unwrap();
         let mut g = c.benchmark_group("gemv_dram");
         g.sample_size(20);
-        for &t in &thread_counts {
-            run_gemm(&mut g, "t2p", best, &pw, std::mem::size_of_val(w.as_slice()), 1, t);
+        for &layout in &layouts {
+            let m = Matrix::new(layout, n_rows, k);
+            for &(level, _) in levels.iter().filter(|l| l.1 == layout) {
+                if level == KernelLevel::I8mm {
+                    continue; // gemv is the sdot kernel on both ARM levels
+                }
+                for t in thread_counts() {
+                    run_gemm(&mut g, &layout.name().to_lowercase(), level, &m.view(), m.bytes(), 1, t);
+                }
+            }
         }
         g.finish();
     }
@@ -188,59 +283,53 @@ fn bench_arm(c: &mut Criterion) {
     for (group, n_cols) in [("gemv", 1usize), ("gemm4", 4), ("gemm64", 64)] {
         let mut g = c.benchmark_group(group);
         g.sample_size(10);
-        for (n_rows, k) in shapes {
-            let w = t2p(n_rows, k);
-            let pw = PackedWeights::t2p(&w, n_rows, k).unwrap();
-            for level in [KernelLevel::Dotprod, KernelLevel::I8mm] {
-                if !level.is_available() || (n_cols == 1 && level == KernelLevel::I8mm) {
-                    continue; // gemv is the sdot kernel on both levels
+        for &layout in &layouts {
+            for (n_rows, k) in shapes {
+                let m = Matrix::new(layout, n_rows, k);
+                for &(level, _) in levels.iter().filter(|l| l.1 == layout) {
+                    if n_cols == 1 && level == KernelLevel::I8mm {
+                        continue;
+                    }
+                    let counts = if n_cols == 1 { thread_counts() } else { vec![threads] };
+                    for t in counts {
+                        run_gemm(&mut g, &layout.name().to_lowercase(), level, &m.view(), m.bytes(), n_cols, t);
+                    }
                 }
-                run_gemm(&mut g, "t2p", level, &pw, std::mem::size_of_val(w.as_slice()), n_cols, threads);
             }
         }
         g.finish();
     }
+    bench_ptq1_0(c, &levels);
+}
 
+#[cfg(target_arch = "aarch64")]
+fn bench_ptq1_0(c: &mut Criterion, levels: &[(KernelLevel, Layout)]) {
     // PTQ1_0: native (1.75 bits per weight) vs repacked to T2P (2.125)
-    {
-        let (n_rows, k) = (17408, 5120);
-        let src = ptq1_0(n_rows, k);
-        let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * k / QK];
-        repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
-        let mut t = vec![BlockT2p::default(); n_rows / 4 * k / QK];
-        repack_ptq1_0_to_t2p(&src, n_rows, k, &mut t).unwrap();
-        let native = PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap();
-        let via_t2p = PackedWeights::t2p(&t, n_rows, k).unwrap();
-        let mut g = c.benchmark_group("ptq1_0");
-        g.sample_size(10);
-        for n_cols in [1, 4] {
-            run_gemm(
-                &mut g,
-                &format!("native_{n_cols}col"),
-                best,
-                &native,
-                std::mem::size_of_val(x4.as_slice()),
-                n_cols,
-                threads,
-            );
-            run_gemm(
-                &mut g,
-                &format!("via_t2p_{n_cols}col"),
-                best,
-                &via_t2p,
-                std::mem::size_of_val(t.as_slice()),
-                n_cols,
-                threads,
-            );
-        }
-        g.finish();
+    let best = levels.last().expect("a level").0;
+    let threads = all_threads();
+    let (n_rows, k) = (17408, 5120);
+    let src = ptq1_0(n_rows, k);
+    let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * k / QK];
+    repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
+    let mut t = vec![BlockT2p::default(); n_rows / 4 * k / QK];
+    repack_ptq1_0_to_t2p(&src, n_rows, k, &mut t).unwrap();
+    let native = PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap();
+    let via_t2p = PackedWeights::t2p(&t, n_rows, k).unwrap();
+    let mut g = c.benchmark_group("ptq1_0");
+    g.sample_size(10);
+    for n_cols in [1, 4] {
+        let (nb, tb) = (std::mem::size_of_val(x4.as_slice()), std::mem::size_of_val(t.as_slice()));
+        run_gemm(&mut g, &format!("native_{n_cols}col"), best, &native, nb, n_cols, threads);
+        run_gemm(&mut g, &format!("via_t2p_{n_cols}col"), best, &via_t2p, tb, n_cols, threads);
     }
+    g.finish();
 }
 
 #[cfg(not(target_arch = "aarch64"))]
-fn bench_arm(_: &mut Criterion) {
-    eprintln!("not aarch64: the NEON benchmarks are compiled out; repack and reference run");
+fn bench_ptq1_0(_: &mut Criterion, _: &[(KernelLevel, Layout)]) {
+    // on x86 PTQ1_0 runs as X16 (the same kernels and bytes as PQ2_0)
+    let _ = (ptq1_0 as fn(usize, usize) -> Vec<BlockPtq1_0>, BlockPq2_0::default());
 }
 
-criterion_group!(benches, bench_repack, bench_reference, bench_arm);
+criterion_group!(benches, bench_read_bw, bench_repack, bench_reference, bench_simd);
 criterion_main!(benches);

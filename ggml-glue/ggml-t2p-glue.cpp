@@ -2,10 +2,12 @@
 // through libggml_t2p.
 //
 // Data flow: llama.cpp places a weight here when supports_op accepts a MUL_MAT on it; set_tensor
-// repacks the whole tensor through ggml_t2p_repack; each MUL_MAT quantizes src1 with ggml's own
-// Q8_K quantizer into wdata (rows split across threads, zero-padded to a multiple of 256), meets at a
-// barrier, then hands out chunks of 4-row groups to ggml_t2p_gemv / ggml_t2p_gemm.
-// This file knows ggml; it knows nothing of the T2P byte order (the library owns that).
+// repacks the whole tensor through ggml_t2p_repack into the layout the library chose for this CPU
+// (ggml_t2p_layout_for); each MUL_MAT quantizes src1 with ggml's own Q8_K quantizer into per-thread
+// scratch (by column, or by Q8_K block when there is one column, zero-padded to a multiple of 256)
+// and packs it at once with ggml_t2p_act_pack, meets at one barrier, then hands out chunks of the
+// layout's row tiles to ggml_t2p_gemv / ggml_t2p_gemm.
+// This file knows ggml; it knows no byte order and no ISA (the library owns both).
 
 #include "ggml-t2p-glue.h"
 
@@ -31,10 +33,13 @@ namespace {
 // Configuration: environment, CPU and library checks, made once.
 
 struct t2p_config {
-    bool        enabled     = false;
-    int32_t     kernel      = 0;                       // the concrete level passed to gemv/gemm
-    int32_t     ptq1_layout = GGML_T2P_LAYOUT_T2P;     // layout for PTQ1_0 weights
-    bool        ptq1_known  = false;                   // the host ggml has PTQ1_0 (id 143, 128/28)
+    bool     enabled     = false;
+    int32_t  kernel      = 0;       // the concrete level passed to every call
+    uint32_t ptq1_flags  = 0;       // ggml_t2p_layout_for flags for PTQ1_0 (GGML_T2P_PREFER_COMPACT)
+    bool     pq2_known   = false;   // the host ggml's type 142 is PQ2_0 (block 128, 34 bytes)
+    bool     ptq1_known  = false;   // the host ggml's type 143 is PTQ1_0 (block 128, 28 bytes)
+    int32_t  pq2_layout  = -1;      // layouts the library chose for this CPU and kernel
+    int32_t  ptq1_layout = -1;
 };
 
 const char * env_value(const char * name) {
@@ -42,13 +47,20 @@ const char * env_value(const char * name) {
     return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
-bool host_knows_ptq1_0() {
-    const int id = GGML_T2P_TYPE_PTQ1_0;
+// Whether the host ggml's type `id` is the ternary type we expect (block size and bytes per block):
+// an unrelated type that reuses the id, or an older meaning of it, is left to stock code.
+bool host_type_is(int id, int64_t blck, size_t size, const char * what) {
     if (static_cast<int>(GGML_TYPE_COUNT) <= id) {
         return false;
     }
     const auto t = static_cast<ggml_type>(id);
-    return ggml_blck_size(t) == 128 && ggml_type_size(t) == 28;
+    if (ggml_blck_size(t) == blck && ggml_type_size(t) == size) {
+        return true;
+    }
+    GGML_LOG_WARN("ggml-t2p: this ggml's type %d is %s (block %lld, %zu bytes), not %s (block %lld, %zu bytes): "
+                  "such weights stay on stock code\n", id, ggml_type_name(t), (long long) ggml_blck_size(t),
+                  ggml_type_size(t), what, (long long) blck, size);
+    return false;
 }
 
 t2p_config make_config() {
@@ -67,56 +79,67 @@ t2p_config make_config() {
     }
 
     if (ggml_t2p_abi_version() != GGML_T2P_ABI_VERSION) {
-        GGML_LOG_WARN("ggml-t2p: disabled (libggml_t2p ABI %u, header ABI %d)\n",
-                      (unsigned) ggml_t2p_abi_version(), GGML_T2P_ABI_VERSION);
+        GGML_LOG_WARN("ggml-t2p: disabled (libggml_t2p %s has ABI %u, this shim was built for ABI %d: rebuild both)\n",
+                      ggml_t2p_version(), (unsigned) ggml_t2p_abi_version(), GGML_T2P_ABI_VERSION);
         return cfg;
     }
 
-    // GGML_T2P_KERNEL: auto (default), ref, dotprod, i8mm.
+    // GGML_T2P_KERNEL: auto (default) or a level name the library knows (ref, dotprod, i8mm, avx2,
+    // avxvnni, avx512vnni).
     int32_t requested = GGML_T2P_KERNEL_AUTO;
     if (const char * v = env_value("GGML_T2P_KERNEL")) {
-        const std::string s = v;
-        if (s == "ref") {
-            requested = GGML_T2P_KERNEL_REF;
-        } else if (s == "dotprod") {
-            requested = GGML_T2P_KERNEL_DOTPROD;
-        } else if (s == "i8mm") {
-            requested = GGML_T2P_KERNEL_I8MM;
-        } else if (s != "auto") {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_KERNEL=%s (expected auto, ref, dotprod or i8mm), using auto\n", v);
+        if (ggml_t2p_kernel_from_name(v, &requested) != GGML_T2P_OK) {
+            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_KERNEL=%s (expected auto, ref, dotprod, i8mm, avx2, avxvnni or "
+                          "avx512vnni), using auto\n", v);
+            requested = GGML_T2P_KERNEL_AUTO;
         }
     }
     if (requested == GGML_T2P_KERNEL_AUTO) {
         cfg.kernel = ggml_t2p_best_kernel();
         if (cfg.kernel == 0) {
-            GGML_LOG_INFO("ggml-t2p: CPU has no dotprod, declining (GGML_T2P_KERNEL=ref forces the scalar kernel)\n");
+            GGML_LOG_INFO("ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); "
+                          "stock code runs (GGML_T2P_KERNEL=ref forces the scalar kernels)\n");
             return cfg;
         }
     } else {
         cfg.kernel = requested;
-        if (ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, requested, 4, 128) != GGML_T2P_OK) {
-            GGML_LOG_WARN("ggml-t2p: CPU cannot run GGML_T2P_KERNEL=%s, declining\n", ggml_t2p_kernel_name(requested));
+        int32_t lay = -1;
+        if (ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
+            GGML_LOG_WARN("ggml-t2p: declining: this CPU cannot run GGML_T2P_KERNEL=%s\n", ggml_t2p_kernel_name(requested));
             return cfg;
         }
     }
 
-    // GGML_T2P_PTQ1: t2p (default) or native (PTQ1_0x4).
+    // GGML_T2P_PTQ1: t2p (default: the fast layout) or native (keep 1.75 bits per weight where a
+    // layout for that exists).
     if (const char * v = env_value("GGML_T2P_PTQ1")) {
         const std::string s = v;
         if (s == "native") {
-            cfg.ptq1_layout = GGML_T2P_LAYOUT_PTQ1_0X4;
+            cfg.ptq1_flags = GGML_T2P_PREFER_COMPACT;
         } else if (s != "t2p") {
             GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_PTQ1=%s (expected t2p or native), using t2p\n", v);
         }
     }
-    cfg.ptq1_known = host_knows_ptq1_0();
+    cfg.pq2_known  = host_type_is(GGML_T2P_TYPE_PQ2_0, 128, 34, "PQ2_0");
+    cfg.ptq1_known = host_type_is(GGML_T2P_TYPE_PTQ1_0, 128, 28, "PTQ1_0");
+    if (cfg.pq2_known && ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, cfg.kernel, 0, &cfg.pq2_layout) != GGML_T2P_OK) {
+        cfg.pq2_layout = -1;
+    }
+    if (cfg.ptq1_known &&
+        ggml_t2p_layout_for(GGML_T2P_TYPE_PTQ1_0, cfg.kernel, cfg.ptq1_flags, &cfg.ptq1_layout) != GGML_T2P_OK) {
+        cfg.ptq1_layout = -1;
+    }
+    if (cfg.pq2_layout < 0 && cfg.ptq1_layout < 0) {
+        GGML_LOG_INFO("ggml-t2p: declining: this ggml has neither PQ2_0 (type 142) nor PTQ1_0 (type 143); stock code runs\n");
+        return cfg;
+    }
 
     cfg.enabled = true;
-    GGML_LOG_INFO("ggml-t2p: enabled (libggml_t2p %s, kernel %s; PQ2_0 -> T2P, PTQ1_0 %s)\n", ggml_t2p_version(),
-                  ggml_t2p_kernel_name(cfg.kernel),
-                  !cfg.ptq1_known                                  ? "not in this ggml"
-                  : cfg.ptq1_layout == GGML_T2P_LAYOUT_PTQ1_0X4     ? "-> PTQ1_0x4"
-                                                                    : "-> T2P");
+    GGML_LOG_INFO("ggml-t2p: enabled (libggml_t2p %s, kernel %s; PQ2_0 %s%s, PTQ1_0 %s%s)\n", ggml_t2p_version(),
+                  ggml_t2p_kernel_name(cfg.kernel), cfg.pq2_layout < 0 ? "not in this ggml" : "-> ",
+                  cfg.pq2_layout < 0 ? "" : ggml_t2p_layout_name(cfg.pq2_layout),
+                  cfg.ptq1_layout < 0 ? "not in this ggml" : "-> ",
+                  cfg.ptq1_layout < 0 ? "" : ggml_t2p_layout_name(cfg.ptq1_layout));
     return cfg;
 }
 
@@ -128,20 +151,29 @@ const t2p_config & config() {
 // The layout a weight type is repacked into, or -1 when the plugin does not take the type.
 int32_t layout_for(ggml_type type) {
     if (static_cast<int>(type) == GGML_T2P_TYPE_PQ2_0) {
-        return GGML_T2P_LAYOUT_T2P;
+        return config().pq2_layout;
     }
-    if (static_cast<int>(type) == GGML_T2P_TYPE_PTQ1_0 && config().ptq1_known) {
+    if (static_cast<int>(type) == GGML_T2P_TYPE_PTQ1_0) {
         return config().ptq1_layout;
     }
     return -1;
+}
+
+// Rows per tile of a layout (gemv/gemm row ranges start on a multiple of it).
+int64_t row_tile(int32_t layout) {
+    int64_t rows = 0;
+    if (ggml_t2p_row_tile(layout, &rows) != GGML_T2P_OK || rows <= 0) {
+        GGML_ABORT("ggml-t2p: layout %d has no row tile", (int) layout);
+    }
+    return rows;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Load statistics, reported once at the first MUL_MAT.
 
 struct t2p_stats {
-    std::atomic<int64_t>  n_t2p{ 0 };
-    std::atomic<int64_t>  n_x4{ 0 };
+    std::atomic<int64_t>  n_pq2{ 0 };
+    std::atomic<int64_t>  n_ptq1{ 0 };
     std::atomic<uint64_t> bytes{ 0 };
     std::atomic<int64_t>  nanos{ 0 };
     std::atomic<bool>     reported{ false };
@@ -157,12 +189,20 @@ void report_once() {
     if (s.reported.load(std::memory_order_relaxed) || s.reported.exchange(true)) {
         return;
     }
-    const int64_t n_t2p = s.n_t2p.load();
-    const int64_t n_x4  = s.n_x4.load();
-    const char *  to    = n_x4 == 0 ? "T2P" : n_t2p == 0 ? "PTQ1_0x4" : "T2P/PTQ1_0x4";
-    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked to %s (%.1f MiB) in %.2f s; kernel %s\n",
-                  (long long) (n_t2p + n_x4), n_t2p + n_x4 == 1 ? "" : "s", to, s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
-                  ggml_t2p_kernel_name(config().kernel));
+    const int64_t n_pq2  = s.n_pq2.load();
+    const int64_t n_ptq1 = s.n_ptq1.load();
+    const t2p_config & cfg = config();
+    std::string to;
+    if (n_pq2 > 0) {
+        to += std::to_string(n_pq2) + " PQ2_0 -> " + ggml_t2p_layout_name(cfg.pq2_layout);
+    }
+    if (n_ptq1 > 0) {
+        to += std::string(to.empty() ? "" : ", ") + std::to_string(n_ptq1) + " PTQ1_0 -> " +
+              ggml_t2p_layout_name(cfg.ptq1_layout);
+    }
+    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s\n", (long long) (n_pq2 + n_ptq1),
+                  n_pq2 + n_ptq1 == 1 ? "" : "s", to.c_str(), s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
+                  ggml_t2p_kernel_name(cfg.kernel));
 }
 
 [[noreturn]] void abort_status(const char * what, const ggml_tensor * t, int32_t status) {
@@ -187,11 +227,8 @@ bool mul_mat_ok(const ggml_tensor * op) {
     if (ggml_get_op_params_i32(op, 1) == GGML_HINT_SRC0_IS_HADAMARD) {
         return false;
     }
-    // Weight: a 2-D contiguous matrix, rows % 4 == 0 and K % 128 == 0.
+    // Weight: a 2-D contiguous matrix (the library checks the shape in ggml_t2p_supports below).
     if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0)) {
-        return false;
-    }
-    if (src0->ne[1] % 4 != 0 || src0->ne[0] % 128 != 0) {
         return false;
     }
     // Activations: F32 rows, elements contiguous. A 2-D weight broadcasts over src1's dims 2 and 3,
@@ -209,43 +246,44 @@ bool mul_mat_ok(const ggml_tensor * op) {
 // ---------------------------------------------------------------------------------------------
 // wdata layout of one MUL_MAT:
 //   [up to 63 bytes to reach a 64-byte boundary]
-//   [Q8_K activations: n_cols rows of ceil(K/256) blocks, rounded up to 64 bytes]
-//   [per thread, only when K % 256 != 0: a float buffer of ceil(K/256)*256, rounded up to 64 bytes]
+//   [packed activations of all columns (ggml_t2p_act_packed_size), rounded up to 64 bytes]
+//   [per thread: one column's Q8_K row (ceil(K/256) blocks), rounded up to 64 bytes, then 256
+//    floats for the zero-padded last block when K % 256 != 0]
 
 constexpr size_t WDATA_ALIGN = 64;
+constexpr int64_t QK_K_ = 256;
 
 size_t round_up(size_t n, size_t a) {
     return (n + a - 1) / a * a;
 }
 
 struct work_plan {
+    int32_t layout  = -1;
     int64_t k       = 0;   // row length
-    int64_t k_pad   = 0;   // k rounded up to 256
+    int64_t nq      = 0;   // Q8_K blocks per column (the last one zero-padded when K % 256 != 0)
     int64_t n_cols  = 0;   // src1 rows over all of its dims
-    size_t  act_row = 0;   // bytes of one quantized column
-    size_t  act     = 0;   // bytes of all quantized columns
-    size_t  pad     = 0;   // bytes of one thread's padding buffer (0: none needed)
+    size_t  q8_row  = 0;   // bytes of one column's Q8_K blocks
+    size_t  packed  = 0;   // bytes of the packed activations
+    size_t  scratch = 0;   // bytes of one thread's scratch
 
     size_t bytes(int n_threads) const {
-        return (WDATA_ALIGN - 1) + round_up(act, WDATA_ALIGN) + (size_t) n_threads * pad;
+        return (WDATA_ALIGN - 1) + round_up(packed, WDATA_ALIGN) + (size_t) n_threads * scratch;
     }
 };
 
 work_plan plan_for(const ggml_tensor * op) {
     const ggml_tensor * src1 = op->src[1];
     work_plan p;
+    p.layout = layout_for(op->src[0]->type);
     p.k      = src1->ne[0];
-    p.k_pad  = (p.k + 255) / 256 * 256;
+    p.nq     = (p.k + QK_K_ - 1) / QK_K_;
     p.n_cols = src1->ne[1] * src1->ne[2] * src1->ne[3];
-    int32_t st = ggml_t2p_act_size(p.k, 1, &p.act_row);
+    p.q8_row = ggml_row_size(GGML_TYPE_Q8_K, p.nq * QK_K_);
+    int32_t st = ggml_t2p_act_packed_size(p.layout, config().kernel, p.k, p.n_cols, &p.packed);
     if (st != GGML_T2P_OK) {
-        abort_status("ggml_t2p_act_size", op, st);
+        abort_status("ggml_t2p_act_packed_size", op, st);
     }
-    st = ggml_t2p_act_size(p.k, p.n_cols, &p.act);
-    if (st != GGML_T2P_OK) {
-        abort_status("ggml_t2p_act_size", op, st);
-    }
-    p.pad = p.k_pad != p.k ? round_up((size_t) p.k_pad * sizeof(float), WDATA_ALIGN) : 0;
+    p.scratch = round_up(p.q8_row, WDATA_ALIGN) + (p.k % QK_K_ != 0 ? QK_K_ * sizeof(float) : 0);
     return p;
 }
 
@@ -277,6 +315,24 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     }
 
   private:
+    // Quantizes Q8_K blocks [b0, b1) of one src1 row with ggml's own quantizer into q8 (those blocks
+    // only), the last block of a row whose K % 256 != 0 through the zero-padded buffer pad.
+    static void quantize_blocks(const float * row, const work_plan & p, int64_t b0, int64_t b1, char * q8, float * pad) {
+        const ggml_from_float_t from_float = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
+        const size_t            blk        = ggml_row_size(GGML_TYPE_Q8_K, QK_K_);
+        const int64_t           full       = p.k / QK_K_;   // blocks with 256 real values
+        const int64_t           b_full     = std::min(b1, full);
+        if (b0 < b_full) {
+            from_float(row + b0 * QK_K_, q8, (b_full - b0) * QK_K_);
+        }
+        if (b1 > full && b0 <= full) {   // the padded block, index `full`
+            const int64_t tail = p.k - full * QK_K_;
+            std::memcpy(pad, row + full * QK_K_, (size_t) tail * sizeof(float));
+            std::memset(pad + tail, 0, (size_t) (QK_K_ - tail) * sizeof(float));
+            from_float(pad, q8 + (size_t) (full - b0) * blk, QK_K_);
+        }
+    }
+
     static void forward_mul_mat(ggml_compute_params * params, ggml_tensor * op) {
         const ggml_tensor * src0 = op->src[0];
         const ggml_tensor * src1 = op->src[1];
@@ -289,30 +345,38 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         }
         GGML_ASSERT(p.bytes(nth) <= params->wsize);
 
-        char * const base = (char *) round_up((uintptr_t) params->wdata, WDATA_ALIGN);
-        char * const act  = base;
-        float *      pad  = nullptr;
-        if (p.pad != 0) {
-            pad = (float *) (base + round_up(p.act, WDATA_ALIGN) + (size_t) ith * p.pad);
-            std::memset(pad + p.k, 0, (size_t) (p.k_pad - p.k) * sizeof(float));
-        }
+        char * const base    = (char *) round_up((uintptr_t) params->wdata, WDATA_ALIGN);
+        char * const packed  = base;
+        char * const scratch = base + round_up(p.packed, WDATA_ALIGN) + (size_t) ith * p.scratch;
+        float * const pad    = (float *) (scratch + round_up(p.q8_row, WDATA_ALIGN));
+        const int32_t kernel = config().kernel;
 
-        // 1. Quantize src1 columns to Q8_K with ggml's own quantizer (the same bits as stock).
-        const ggml_from_float_t from_float = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
-        const int64_t           ne11       = src1->ne[1];
-        const int64_t           ne12       = src1->ne[2];
-        for (int64_t c = ith; c < p.n_cols; c += nth) {
+        // 1. Quantize src1 to Q8_K with ggml's own quantizer (the same bits as stock) and pack it,
+        //    every thread its own part: one column split by Q8_K block, or whole columns.
+        const int64_t ne11 = src1->ne[1];
+        const int64_t ne12 = src1->ne[2];
+        auto row_of = [&](int64_t c) {
             const int64_t i11 = c % ne11;
             const int64_t i12 = (c / ne11) % ne12;
             const int64_t i13 = c / (ne11 * ne12);
-            const float * row = (const float *) ((const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] +
-                                                 i13 * src1->nb[3]);
-            void * out = act + (size_t) c * p.act_row;
-            if (pad != nullptr) {
-                std::memcpy(pad, row, (size_t) p.k * sizeof(float));
-                from_float(pad, out, p.k_pad);
-            } else {
-                from_float(row, out, p.k);
+            return (const float *) ((const char *) src1->data + i11 * src1->nb[1] + i12 * src1->nb[2] + i13 * src1->nb[3]);
+        };
+        auto pack = [&](int64_t c, int64_t b0, int64_t b1) {
+            quantize_blocks(row_of(c), p, b0, b1, scratch, pad);
+            const int32_t st = ggml_t2p_act_pack(p.layout, kernel, p.k, p.n_cols, c, b0, b1, scratch, p.q8_row, packed, p.packed);
+            if (st != GGML_T2P_OK) {
+                abort_status("ggml_t2p_act_pack", op, st);
+            }
+        };
+        if (p.n_cols == 1) {
+            const int64_t b0 = p.nq * ith / nth;
+            const int64_t b1 = p.nq * (ith + 1) / nth;
+            if (b0 < b1) {
+                pack(0, b0, b1);
+            }
+        } else {
+            for (int64_t c = ith; c < p.n_cols; c += nth) {
+                pack(c, 0, p.nq);
             }
         }
 
@@ -322,18 +386,17 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         }
         ggml_barrier(params->threadpool);
 
-        // 2. Hand out chunks of whole 4-row groups.
+        // 2. Hand out chunks of whole row tiles (the library's tile: 4 rows, or 16 for X16).
         const int64_t n_rows   = src0->ne[1];
-        const int64_t n_groups = n_rows / 4;
+        const int64_t tile     = row_tile(p.layout);
+        const int64_t n_tiles  = (n_rows + tile - 1) / tile;
         int64_t       n_chunks = (nth == 1 || ggml_is_numa()) ? nth : (int64_t) nth * 4;
-        n_chunks               = std::min(n_chunks, n_groups);
-        const int64_t per      = (n_groups + n_chunks - 1) / n_chunks;
-        n_chunks               = (n_groups + per - 1) / per;
+        n_chunks               = std::min(n_chunks, n_tiles);
+        const int64_t per      = (n_tiles + n_chunks - 1) / n_chunks;
+        n_chunks               = (n_tiles + per - 1) / per;
 
-        const int32_t layout = layout_for(src0->type);
-        const int32_t kernel = config().kernel;
-        size_t        w_size = 0;
-        int32_t       st     = ggml_t2p_repacked_size(src0->type, layout, n_rows, p.k, &w_size);
+        size_t  w_size = 0;
+        int32_t st     = ggml_t2p_repacked_size(src0->type, p.layout, n_rows, p.k, &w_size);
         if (st != GGML_T2P_OK) {
             abort_status("ggml_t2p_repacked_size", src0, st);
         }
@@ -342,13 +405,13 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         const int64_t col_stride = (int64_t) (op->nb[1] / sizeof(float));
 
         for (int64_t chunk = ith; chunk < n_chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
-            const int64_t r0 = chunk * per * 4;
-            const int64_t r1 = std::min(n_rows, r0 + per * 4);
+            const int64_t r0 = chunk * per * tile;
+            const int64_t r1 = std::min(n_rows, r0 + per * tile);
             if (p.n_cols == 1) {
-                st = ggml_t2p_gemv(layout, kernel, src0->data, w_size, n_rows, p.k, act, p.act, dst, dst_len, r0, r1);
+                st = ggml_t2p_gemv(p.layout, kernel, src0->data, w_size, n_rows, p.k, packed, p.packed, dst, dst_len, r0, r1);
             } else {
-                st = ggml_t2p_gemm(layout, kernel, src0->data, w_size, n_rows, p.k, act, p.act, p.n_cols, dst, dst_len,
-                                   col_stride, r0, r1);
+                st = ggml_t2p_gemm(p.layout, kernel, src0->data, w_size, n_rows, p.k, packed, p.packed, p.n_cols, dst,
+                                   dst_len, col_stride, r0, r1);
             }
             if (st != GGML_T2P_OK) {
                 abort_status(p.n_cols == 1 ? "ggml_t2p_gemv" : "ggml_t2p_gemm", op, st);
@@ -421,7 +484,7 @@ void buffer_set_tensor(ggml_backend_buffer_t, ggml_tensor * tensor, const void *
     }
 
     t2p_stats & s = stats();
-    (layout == GGML_T2P_LAYOUT_PTQ1_0X4 ? s.n_x4 : s.n_t2p).fetch_add(1);
+    (static_cast<int>(tensor->type) == GGML_T2P_TYPE_PQ2_0 ? s.n_pq2 : s.n_ptq1).fetch_add(1);
     s.bytes.fetch_add(dst_size);
     s.nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
 }

@@ -1,14 +1,17 @@
 // ggml-t2p-glue.h - the CPU_T2P extra buffer type of ggml-cpu.
 //
 // Weights of type PQ2_0 (and PTQ1_0 where the host ggml knows it) that llama.cpp places in this
-// buffer type are repacked once at load time by libggml_t2p (include/ggml_t2p.h) and multiplied by
-// its exact ARM kernels; every other op and tensor stays with stock ggml-cpu.
+// buffer type are repacked once at load time by libggml_t2p (include/ggml_t2p.h) into the layout
+// the library picks for this CPU and multiplied by its exact kernels (ARM: sdot, smmla; x86-64:
+// AVX2, AVX-VNNI, AVX-512 VNNI); every other op and tensor stays with stock ggml-cpu.
 //
 // Environment (read once, at the first call):
-//   GGML_T2P=0                           the buffer type is not offered (stock everywhere)
-//   GGML_T2P_KERNEL=auto|ref|dotprod|i8mm  kernel level (default auto: the best the CPU has;
-//                                        ref runs the scalar twin, also on CPUs without dotprod)
-//   GGML_T2P_PTQ1=t2p|native             layout for PTQ1_0 weights (default t2p)
+//   GGML_T2P=0                   the buffer type is not offered (stock everywhere)
+//   GGML_T2P_KERNEL=auto|ref|dotprod|i8mm|avx2|avxvnni|avx512vnni
+//                                kernel level (default auto: the best the CPU has; ref runs the
+//                                scalar twin, also on CPUs without a SIMD level)
+//   GGML_T2P_PTQ1=t2p|native     PTQ1_0 weights at 2.125 bits per weight (default) or kept at 1.75
+//                                where a layout for that exists (ARM)
 #pragma once
 
 #include "ggml-backend.h"

@@ -1,19 +1,27 @@
 /*
- * ggml_t2p.h - the C ABI of ggml-t2p (libggml_t2p.a): exact ARM CPU kernels for ternary PQ2_0 and
- * PTQ1_0 weights, run on a load-time repack (T2P, PTQ1_0x4).
+ * ggml_t2p.h - the C ABI of ggml-t2p (libggml_t2p.a): exact CPU kernels for ternary PQ2_0 and
+ * PTQ1_0 weights, run on a load-time repack into a layout shaped for the CPU (T2P or PTQ1_0x4 on
+ * ARM: sdot, smmla; X16 on x86-64: vpdpbusd, vpmaddubsw).
  *
  * Numerics: every output is, bit for bit, the fork's PQ2_0 x Q8_K formula
  *     sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)    over 128-weight blocks i, in order
  * for every kernel level, batch width and row split. Activation rows whose length k is a multiple
  * of 128 but not of 256 are zero-padded to a multiple of 256 before Q8_K quantization.
  *
+ * Flow (ABI 2): at load, ggml_t2p_layout_for picks the layout for this CPU, ggml_t2p_repack
+ * fills it. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
+ * quantizer), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
+ * once), then runs ggml_t2p_gemv / ggml_t2p_gemm on row ranges from any threads. The packed
+ * activation format is the library's business: ask ggml_t2p_act_packed_size for its size.
+ *
  * Errors: every function validates its arguments and returns GGML_T2P_OK (0) or a negative
  * GGML_T2P_ERR_* status. Null pointers, shapes we do not handle (k % 128, rows % 4), buffers that
  * are too small or misaligned, and kernels the CPU lacks are reported, never undefined behaviour,
  * and no panic crosses this boundary. Pointers must be valid for the sizes passed with them.
  *
- * Threads: repack may use a rayon pool; gemv/gemm run on the calling thread over the row range
- * given, so callers (ggml worker threads) split rows among themselves on 4-row boundaries.
+ * Threads: a repack starts and joins its own threads (at most ggml_t2p_set_threads, default all
+ * cores; none for matrices under 1 MiB); nothing runs after it returns and no pool is kept, so it
+ * is safe after fork(). act_pack, gemv and gemm run on the calling thread only.
  */
 #ifndef GGML_T2P_H
 #define GGML_T2P_H
@@ -25,84 +33,130 @@
 extern "C" {
 #endif
 
-#define GGML_T2P_ABI_VERSION 1
+#define GGML_T2P_ABI_VERSION 2
 
 /* Status codes. */
 #define GGML_T2P_OK                    0
 #define GGML_T2P_ERR_NULL             -1 /* a required pointer is NULL */
-#define GGML_T2P_ERR_SHAPE            -2 /* k % 128 != 0, rows % 4 != 0, zero/negative/overflowing sizes */
+#define GGML_T2P_ERR_SHAPE            -2 /* k % 128 != 0, rows % 4 != 0, zero/negative/overflowing sizes, bad column or block index */
 #define GGML_T2P_ERR_BUFFER_SIZE      -3 /* a buffer is smaller than the shape needs */
-#define GGML_T2P_ERR_MISALIGNED       -4 /* a buffer is not aligned for its type (2 B weights, 4 B activations and dst) */
-#define GGML_T2P_ERR_RANGE            -5 /* row range reversed, out of bounds or not on 4-row boundaries */
-#define GGML_T2P_ERR_UNSUPPORTED      -6 /* kernel level not available on this CPU, or layout not for this type */
-#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout or kernel value; overlapping repack buffers */
+#define GGML_T2P_ERR_MISALIGNED       -4 /* a buffer is not aligned for its type (2 B weights, 4 B Q8_K and dst, GGML_T2P_ACT_ALIGN packed activations) */
+#define GGML_T2P_ERR_RANGE            -5 /* row range reversed, out of bounds or not on the layout's row tile */
+#define GGML_T2P_ERR_UNSUPPORTED      -6 /* kernel level not available on this CPU, or layout not for this type or kernel */
+#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout, kernel or flag; overlapping repack buffers */
 #define GGML_T2P_ERR_INTERNAL         -8 /* a bug: an internal panic was caught */
 
 /* CPU feature bits (ggml_t2p_cpu_features). */
-#define GGML_T2P_CPU_NEON    1u
-#define GGML_T2P_CPU_DOTPROD 2u
-#define GGML_T2P_CPU_I8MM    4u
+#define GGML_T2P_CPU_NEON       1u
+#define GGML_T2P_CPU_DOTPROD    2u
+#define GGML_T2P_CPU_I8MM       4u
+#define GGML_T2P_CPU_AVX2       8u  /* AVX2 with FMA and F16C */
+#define GGML_T2P_CPU_AVXVNNI    16u /* AVX-VNNI (and AVX2, FMA, F16C) */
+#define GGML_T2P_CPU_AVX512VNNI 32u /* AVX-512 F, BW, VL, VNNI (and AVX2, FMA, F16C) */
 
-/* Kernel levels. AUTO picks the best the CPU has (an error when it has no dotprod). */
-#define GGML_T2P_KERNEL_AUTO    0
-#define GGML_T2P_KERNEL_REF     1 /* portable scalar twin: exact, slow, always available */
-#define GGML_T2P_KERNEL_DOTPROD 2 /* NEON sdot gemv, sdot 4x4 gemm */
-#define GGML_T2P_KERNEL_I8MM    3 /* NEON sdot gemv, smmla 4x16/4x8/4x4 gemm */
+/* Kernel levels. AUTO picks the best the CPU has (an error when it has none of the SIMD levels). */
+#define GGML_T2P_KERNEL_AUTO       0
+#define GGML_T2P_KERNEL_REF        1 /* portable scalar twin: exact, slow, always available, any layout */
+#define GGML_T2P_KERNEL_DOTPROD    2 /* ARM: NEON sdot gemv, sdot 4x4 gemm (T2P, PTQ1_0X4) */
+#define GGML_T2P_KERNEL_I8MM       3 /* ARM: NEON sdot gemv, smmla 4x16/4x8/4x4 gemm (T2P, PTQ1_0X4) */
+#define GGML_T2P_KERNEL_AVX2       4 /* x86-64: vpmaddubsw, 16-row tiles (X16) */
+#define GGML_T2P_KERNEL_AVXVNNI    5 /* x86-64: vpdpbusd ymm, 16-row tiles (X16) */
+#define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16) */
 
 /* Source weight types: ggml type ids in PrismML's fork. */
 #define GGML_T2P_TYPE_PQ2_0  142 /* 128 weights, 34 bytes: fp16 d, qs[32] */
 #define GGML_T2P_TYPE_PTQ1_0 143 /* 128 weights, 28 bytes: qs[24], qh[2], fp16 d last */
 
-/* Repacked layouts: 4 rows x 128 weights per block, row-group major. */
-#define GGML_T2P_LAYOUT_T2P      1 /* 136-byte blocks; from PQ2_0 or PTQ1_0 */
-#define GGML_T2P_LAYOUT_PTQ1_0X4 2 /* 112-byte blocks; from PTQ1_0 only, 1.75 bits per weight */
+/* Repacked layouts, tile major (all k/128 blocks of one row tile, then the next). */
+#define GGML_T2P_LAYOUT_T2P      1 /* ARM: 4 rows x 128 weights in 136 bytes; from PQ2_0 or PTQ1_0 */
+#define GGML_T2P_LAYOUT_PTQ1_0X4 2 /* ARM: 4 rows in 112 bytes; from PTQ1_0 only, 1.75 bits per weight */
+#define GGML_T2P_LAYOUT_X16      3 /* x86-64: 16 rows in 544 bytes; from PQ2_0 or PTQ1_0; last tile zero-padded */
 
-/* Library version string, e.g. "0.1.0". Static storage. */
+/* ggml_t2p_layout_for flags. */
+#define GGML_T2P_PREFER_COMPACT 1u /* PTQ1_0: keep 1.75 bits per weight where a layout for it exists (ARM) */
+
+/* Alignment of a packed activation buffer. */
+#define GGML_T2P_ACT_ALIGN 16
+
+/* Library version string, e.g. "0.2.0". Static storage. */
 const char * ggml_t2p_version(void);
 
-/* GGML_T2P_ABI_VERSION of the library (compare with the header's). */
+/* GGML_T2P_ABI_VERSION of the library (compare with the header's; a mismatch means the header
+ * and the library come from different versions: do not call anything else). */
 uint32_t ggml_t2p_abi_version(void);
 
 /* GGML_T2P_CPU_* bits of the running CPU. */
 uint32_t ggml_t2p_cpu_features(void);
 
-/* The best kernel level this CPU runs (GGML_T2P_KERNEL_DOTPROD or _I8MM), or 0 when it has no
- * dotprod: callers should then decline and leave the weights to stock code. */
+/* The best kernel level this CPU runs, or 0 when it has none of the SIMD levels (ARM without
+ * dotprod, x86 without AVX2+FMA+F16C): callers should then decline and leave the weights to stock
+ * code. */
 int32_t ggml_t2p_best_kernel(void);
 
-/* Name of a kernel level ("ref", "dotprod", "i8mm", "auto"), or "unknown". Static storage. */
+/* Name of a kernel level ("ref", "dotprod", "i8mm", "avx2", "avxvnni", "avx512vnni", "auto"), or
+ * "unknown". Static storage. */
 const char * ggml_t2p_kernel_name(int32_t kernel);
+
+/* Parses a kernel name as ggml_t2p_kernel_name prints it (and "auto") into *out_kernel;
+ * GGML_T2P_ERR_INVALID_ARGUMENT for anything else. */
+int32_t ggml_t2p_kernel_from_name(const char * name, int32_t * out_kernel);
+
+/* Name of a layout ("T2P", "PTQ1_0x4", "X16"), or "unknown". Static storage. */
+const char * ggml_t2p_layout_name(int32_t layout);
 
 /* Text for a status code. Static storage. */
 const char * ggml_t2p_status_string(int32_t status);
+
+/* The layout weights of src_type get with kernel on this CPU (X16 on x86-64; T2P on ARM, or
+ * PTQ1_0X4 for PTQ1_0 with GGML_T2P_PREFER_COMPACT). */
+int32_t ggml_t2p_layout_for(int32_t src_type, int32_t kernel, uint32_t flags, int32_t * out_layout);
+
+/* Rows per tile of a layout (4, or 16 for X16): gemv/gemm row ranges start on a multiple of it
+ * and end on one or at n_rows. */
+int32_t ggml_t2p_row_tile(int32_t layout, int64_t * out_rows);
 
 /* GGML_T2P_OK if a matrix of n_rows x k weights of src_type can be repacked into layout and run
  * with kernel; else the reason (SHAPE, UNSUPPORTED, INVALID_ARGUMENT). */
 int32_t ggml_t2p_supports(int32_t src_type, int32_t layout, int32_t kernel, int64_t n_rows, int64_t k);
 
 /* Bytes of the repacked matrix in *out_size (PQ2_0 -> T2P and PTQ1_0 -> PTQ1_0X4 keep the source
- * size; PTQ1_0 -> T2P is 136/112 of it). */
+ * size; PTQ1_0 -> T2P is 136/112 of it; X16 is ceil(n_rows/16)*16 rows of PQ2_0). */
 int32_t ggml_t2p_repacked_size(int32_t src_type, int32_t layout, int64_t n_rows, int64_t k, size_t * out_size);
 
-/* Bytes of n_cols Q8_K activation rows of length k: n_cols * ceil(k/256) * 292 (0 for n_cols = 0). */
-int32_t ggml_t2p_act_size(int64_t k, int64_t n_cols, size_t * out_size);
+/* Caps the threads a repack uses (0: all cores, the default; negative: INVALID_ARGUMENT). */
+int32_t ggml_t2p_set_threads(int32_t n_threads);
 
 /* Repacks a row-major src_type matrix (n_rows x k weights, src_size >= its size, 2-byte aligned)
  * into layout at dst (dst_size >= ggml_t2p_repacked_size, 2-byte aligned). Overlapping src and dst
  * are refused with GGML_T2P_ERR_INVALID_ARGUMENT. */
 int32_t ggml_t2p_repack(int32_t src_type, int32_t layout, const void * src, size_t src_size, int64_t n_rows, int64_t k, void * dst, size_t dst_size);
 
+/* Bytes of the packed activations of n_cols columns of length k for gemv/gemm with layout and
+ * kernel (0 for n_cols = 0). The format depends on all four: pack and run with the same values. */
+int32_t ggml_t2p_act_packed_size(int32_t layout, int32_t kernel, int64_t k, int64_t n_cols, size_t * out_size);
+
+/* Packs Q8_K blocks [blk_begin, blk_end) of activation column col (of n_cols columns of length k;
+ * a column has ceil(k/256) Q8_K blocks) into packed (packed_size >= ggml_t2p_act_packed_size,
+ * aligned to GGML_T2P_ACT_ALIGN). q8k points at exactly those blocks (q8k_size >= (blk_end -
+ * blk_begin) * 292 bytes, 4-byte aligned). A call writes only its own column's part for those
+ * blocks (and, for the last column, the padding the format needs), so calls on different
+ * (column, block range) pieces may run on different threads at the same time; together they must
+ * cover every block of every column before gemv/gemm run. */
+int32_t ggml_t2p_act_pack(int32_t layout, int32_t kernel, int64_t k, int64_t n_cols, int64_t col,
+                          int64_t blk_begin, int64_t blk_end, const void * q8k, size_t q8k_size,
+                          void * packed, size_t packed_size);
+
 /* gemv (one activation column, decode): dst[r] = row r of W . act for r in [row_begin, row_end).
- * w: repacked matrix (w_size bytes); act: ceil(k/256) Q8_K blocks (act_size bytes, 4-byte
- * aligned); dst: dst_len floats, only [row_begin, row_end) written. */
+ * w: repacked matrix (w_size bytes); act: packed activations of 1 column (act_size bytes); dst:
+ * dst_len floats, only [row_begin, row_end) written. */
 int32_t ggml_t2p_gemv(int32_t layout, int32_t kernel, const void * w, size_t w_size, int64_t n_rows, int64_t k,
                       const void * act, size_t act_size, float * dst, size_t dst_len, int64_t row_begin, int64_t row_end);
 
 /* gemm (n_cols activation columns, prompt batches): dst[j * dst_col_stride + r] = row r of W .
- * column j, for r in [row_begin, row_end) and j in [0, n_cols). act: n_cols rows of ceil(k/256)
- * Q8_K blocks back to back. dst_col_stride >= n_rows when n_cols > 1. One column runs the gemv
- * kernel; results are identical either way. n_cols = 0 (an empty batch) is valid and touches no
- * activation or dst memory (those pointers may then be NULL). */
+ * column j, for r in [row_begin, row_end) and j in [0, n_cols). act: packed activations of n_cols
+ * columns. dst_col_stride >= n_rows when n_cols > 1. One column runs the gemv kernel; results are
+ * identical either way. n_cols = 0 (an empty batch) is valid and touches no activation or dst
+ * memory (those pointers may then be NULL). */
 int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_size, int64_t n_rows, int64_t k,
                       const void * act, size_t act_size, int64_t n_cols, float * dst, size_t dst_len,
                       int64_t dst_col_stride, int64_t row_begin, int64_t row_end);

@@ -1,4 +1,4 @@
-//! The C ABI (`include/ggml_t2p.h`): the only `extern "C"` of the crate.
+//! The C ABI (`include/ggml_t2p.h`, ABI version 2): the only `extern "C"` of the crate.
 //!
 //! Every entry point validates its arguments, maps [`Error`] to a `GGML_T2P_ERR_*` status, and
 //! runs inside `catch_unwind`, so no panic crosses into C (a caught panic is
@@ -6,17 +6,18 @@
 //! and the `abi_check` module below fails to compile if a declaration and its export disagree.
 
 use crate::format::{
-    cast_blocks, cast_blocks_mut, q8k_blocks_per_row, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, Pod,
+    cast_blocks, cast_blocks_mut, check_k, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, Pod,
 };
-use crate::kernels::{gemm_raw, Activations, CpuFeatures, KernelLevel, PackedWeights};
+use crate::kernels::act_pack::{self, ActFormat, PackedActs};
+use crate::kernels::{gemm_raw, CpuFeatures, KernelLevel, PackedWeights};
 use crate::repack::{self, Layout, SourceType};
 use crate::Error;
-use core::ffi::{c_char, c_void};
+use core::ffi::{c_char, c_void, CStr};
 use core::mem::size_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The header's `GGML_T2P_ABI_VERSION`.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// `GGML_T2P_OK`.
 pub const OK: i32 = 0;
@@ -26,17 +27,13 @@ pub const ERR_INTERNAL: i32 = -8;
 /// `GGML_T2P_KERNEL_AUTO`.
 pub const KERNEL_AUTO: i32 = 0;
 
-/// The status code of an error (the header's `GGML_T2P_ERR_*`).
+/// `GGML_T2P_PREFER_COMPACT`: for [`ggml_t2p_layout_for`], keep PTQ1_0 at 1.75 bits per weight
+/// where a layout for that exists (PTQ1_0x4 on ARM).
+pub const PREFER_COMPACT: u32 = 1;
+
+/// The status code of an error (the header's `GGML_T2P_ERR_*`): `-1 - index in Error::ALL`.
 pub fn status(e: Error) -> i32 {
-    match e {
-        Error::Null => -1,
-        Error::Shape => -2,
-        Error::BufferSize => -3,
-        Error::Misaligned => -4,
-        Error::Range => -5,
-        Error::Unsupported => -6,
-        Error::InvalidArgument => -7,
-    }
+    -1 - Error::ALL.iter().position(|&x| x == e).expect("every error is in Error::ALL") as i32
 }
 
 fn guard(f: impl FnOnce() -> Result<(), Error>) -> i32 {
@@ -45,6 +42,19 @@ fn guard(f: impl FnOnce() -> Result<(), Error>) -> i32 {
         Ok(Err(e)) => status(e),
         Err(_) => ERR_INTERNAL,
     }
+}
+
+/// Writes `v` to `out` (checked non-null).
+///
+/// # Safety
+/// `out` must be null or valid for a write.
+unsafe fn put<T>(out: *mut T, v: T) -> Result<(), Error> {
+    if out.is_null() {
+        return Err(Error::Null);
+    }
+    // SAFETY: non-null, and the caller guarantees it is writable.
+    unsafe { out.write(v) };
+    Ok(())
 }
 
 fn dim(v: i64) -> Result<usize, Error> {
@@ -65,6 +75,15 @@ fn kernel(k: i32) -> Result<KernelLevel, Error> {
     }
     let level = KernelLevel::from_i32(k).ok_or(Error::InvalidArgument)?;
     if !level.is_available() {
+        return Err(Error::Unsupported);
+    }
+    Ok(level)
+}
+
+/// A kernel level that runs `lay` on this CPU.
+fn kernel_for(k: i32, lay: Layout) -> Result<KernelLevel, Error> {
+    let level = kernel(k)?;
+    if !level.runs(lay) {
         return Err(Error::Unsupported);
     }
     Ok(level)
@@ -119,7 +138,7 @@ pub extern "C" fn ggml_t2p_cpu_features() -> u32 {
     catch_unwind(|| CpuFeatures::detect().bits()).unwrap_or(0)
 }
 
-/// Best kernel level, or 0 when the CPU has no dotprod (decline).
+/// Best kernel level, or 0 when the CPU has none of the SIMD levels (decline).
 #[no_mangle]
 pub extern "C" fn ggml_t2p_best_kernel() -> i32 {
     catch_unwind(|| KernelLevel::best().map_or(0, |l| l as i32)).unwrap_or(0)
@@ -128,12 +147,43 @@ pub extern "C" fn ggml_t2p_best_kernel() -> i32 {
 /// Name of a kernel level.
 #[no_mangle]
 pub extern "C" fn ggml_t2p_kernel_name(kernel: i32) -> *const c_char {
-    let s: &'static str = match kernel {
-        KERNEL_AUTO => "auto\0",
-        1 => "ref\0",
-        2 => "dotprod\0",
-        3 => "i8mm\0",
-        _ => "unknown\0",
+    let s = match KernelLevel::from_i32(kernel) {
+        Some(level) => level.name_c(),
+        None if kernel == KERNEL_AUTO => "auto\0",
+        None => "unknown\0",
+    };
+    s.as_ptr().cast()
+}
+
+/// Parses a kernel name; see the header.
+///
+/// # Safety
+/// `name` must be null or a NUL-terminated string; `out_kernel` null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_kernel_from_name(name: *const c_char, out_kernel: *mut i32) -> i32 {
+    guard(|| {
+        if name.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: a NUL-terminated string, per the contract.
+        let s = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| Error::InvalidArgument)?;
+        let k = match s {
+            "auto" => KERNEL_AUTO,
+            _ => KernelLevel::from_name(s).ok_or(Error::InvalidArgument)? as i32,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(out_kernel, k) }
+    })
+}
+
+/// Name of a layout.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_layout_name(layout_id: i32) -> *const c_char {
+    let s = match Layout::from_i32(layout_id) {
+        Some(Layout::T2p) => "T2P\0",
+        Some(Layout::Ptq1_0x4) => "PTQ1_0x4\0",
+        Some(Layout::X16) => "X16\0",
+        None => "unknown\0",
     };
     s.as_ptr().cast()
 }
@@ -142,18 +192,43 @@ pub extern "C" fn ggml_t2p_kernel_name(kernel: i32) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ggml_t2p_status_string(status: i32) -> *const c_char {
     let s: &'static str = match status {
-        0 => "ok\0",
-        -1 => "null pointer\0",
-        -2 => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)\0",
-        -3 => "buffer too small\0",
-        -4 => "buffer misaligned\0",
-        -5 => "row range out of bounds or not a multiple of 4\0",
-        -6 => "not supported on this CPU or for this type\0",
-        -7 => "invalid argument (unknown type, layout or kernel; or overlapping buffers)\0",
-        -8 => "internal error\0",
+        OK => "ok\0",
+        ERR_INTERNAL => "internal error\0",
+        -7..=-1 => Error::ALL[(-1 - status) as usize].message_c(),
         _ => "unknown status\0",
     };
     s.as_ptr().cast()
+}
+
+/// The layout the library runs `src_type` weights on with `kernel` on this CPU; see the header.
+///
+/// # Safety
+/// `out_layout` must be null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_layout_for(src_type: i32, kernel_id: i32, flags: u32, out_layout: *mut i32) -> i32 {
+    guard(|| {
+        let src = source(src_type)?;
+        let level = kernel(kernel_id)?;
+        if flags & !PREFER_COMPACT != 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let lay = level.layout_for(src, flags & PREFER_COMPACT != 0);
+        // SAFETY: the caller's contract.
+        unsafe { put(out_layout, lay as i32) }
+    })
+}
+
+/// Rows per tile of a layout; see the header.
+///
+/// # Safety
+/// `out_rows` must be null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_row_tile(layout_id: i32, out_rows: *mut i64) -> i32 {
+    guard(|| {
+        let rows = layout(layout_id)?.tile_rows() as i64;
+        // SAFETY: the caller's contract.
+        unsafe { put(out_rows, rows) }
+    })
 }
 
 /// Whether a matrix can be repacked and run; see the header.
@@ -161,7 +236,7 @@ pub extern "C" fn ggml_t2p_status_string(status: i32) -> *const c_char {
 pub extern "C" fn ggml_t2p_supports(src_type: i32, layout_id: i32, kernel_id: i32, n_rows: i64, k: i64) -> i32 {
     guard(|| {
         let (src, lay) = (source(src_type)?, layout(layout_id)?);
-        kernel(kernel_id)?;
+        kernel_for(kernel_id, lay)?;
         repack::repacked_size(src, lay, dim(n_rows)?, dim(k)?).map(|_| ())
     })
 }
@@ -179,38 +254,20 @@ pub unsafe extern "C" fn ggml_t2p_repacked_size(
     out_size: *mut usize,
 ) -> i32 {
     guard(|| {
-        if out_size.is_null() {
-            return Err(Error::Null);
-        }
         let size = repack::repacked_size(source(src_type)?, layout(layout_id)?, dim(n_rows)?, dim(k)?)?;
-        // SAFETY: non-null, and the caller guarantees it is writable.
-        unsafe { out_size.write(size) };
-        Ok(())
+        // SAFETY: the caller's contract.
+        unsafe { put(out_size, size) }
     })
 }
 
-/// Q8_K activation bytes for `n_cols` rows of length `k`; see the header.
-///
-/// # Safety
-/// `out_size` must be null or valid for a write.
+/// Caps the threads of a repack; see the header.
 #[no_mangle]
-pub unsafe extern "C" fn ggml_t2p_act_size(k: i64, n_cols: i64, out_size: *mut usize) -> i32 {
+pub extern "C" fn ggml_t2p_set_threads(n_threads: i32) -> i32 {
     guard(|| {
-        if out_size.is_null() {
-            return Err(Error::Null);
-        }
-        let size = act_bytes(dim(k)?, dim(n_cols)?)?;
-        // SAFETY: non-null, and the caller guarantees it is writable.
-        unsafe { out_size.write(size) };
+        let n = usize::try_from(n_threads).map_err(|_| Error::InvalidArgument)?;
+        repack::set_repack_threads(n);
         Ok(())
     })
-}
-
-fn act_bytes(k: usize, n_cols: usize) -> Result<usize, Error> {
-    if k == 0 || k % 128 != 0 {
-        return Err(Error::Shape);
-    }
-    n_cols.checked_mul(q8k_blocks_per_row(k)).and_then(|b| b.checked_mul(size_of::<BlockQ8K>())).ok_or(Error::Shape)
 }
 
 /// Repacks a matrix; see the header.
@@ -260,9 +317,83 @@ pub unsafe extern "C" fn ggml_t2p_repack(
                     k,
                     blocks_mut::<BlockPtq1_0x4>(dst, dst_size, need_dst)?,
                 ),
+                (SourceType::Pq2_0, Layout::X16) => repack::repack_pq2_0_to_x16(
+                    blocks::<BlockPq2_0>(src, src_size, need_src)?,
+                    n_rows,
+                    k,
+                    blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
+                ),
+                (SourceType::Ptq1_0, Layout::X16) => repack::repack_ptq1_0_to_x16(
+                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                    n_rows,
+                    k,
+                    blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
+                ),
                 (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
             }
         }
+    })
+}
+
+fn act_format(layout_id: i32, kernel_id: i32, n_cols: usize) -> Result<(KernelLevel, ActFormat), Error> {
+    let lay = layout(layout_id)?;
+    let level = kernel_for(kernel_id, lay)?;
+    Ok((level, ActFormat::for_kernel(lay, level, n_cols)?))
+}
+
+/// Packed activation size in bytes; see the header.
+///
+/// # Safety
+/// `out_size` must be null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_act_packed_size(
+    layout_id: i32,
+    kernel_id: i32,
+    k: i64,
+    n_cols: i64,
+    out_size: *mut usize,
+) -> i32 {
+    guard(|| {
+        let n_cols = dim(n_cols)?;
+        let (_, fmt) = act_format(layout_id, kernel_id, n_cols)?;
+        let size = act_pack::packed_size(fmt, dim(k)?, n_cols)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out_size, size) }
+    })
+}
+
+/// Packs Q8_K blocks of one activation column; see the header.
+///
+/// # Safety
+/// `q8k` valid for reads of `q8k_size` bytes; `packed` valid for writes of `packed_size` bytes;
+/// no other thread touches the bytes this call writes (see the header).
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_act_pack(
+    layout_id: i32,
+    kernel_id: i32,
+    k: i64,
+    n_cols: i64,
+    col: i64,
+    blk_begin: i64,
+    blk_end: i64,
+    q8k: *const c_void,
+    q8k_size: usize,
+    packed: *mut c_void,
+    packed_size: usize,
+) -> i32 {
+    guard(|| {
+        let (k, n_cols) = (dim(k)?, dim(n_cols)?);
+        let (_, fmt) = act_format(layout_id, kernel_id, n_cols)?;
+        let (col, b0, b1) = (dim(col)?, dim(blk_begin)?, dim(blk_end)?);
+        if b0 > b1 {
+            return Err(Error::Shape);
+        }
+        // SAFETY: the caller's contract on q8k.
+        let src = unsafe {
+            blocks::<BlockQ8K>(q8k, q8k_size, (b1 - b0).checked_mul(size_of::<BlockQ8K>()).ok_or(Error::Shape)?)?
+        };
+        // SAFETY: the caller's contract on packed (pack_raw checks size, null and alignment).
+        unsafe { act_pack::pack_raw(fmt, k, n_cols, col, b0..b1, src, packed.cast(), packed_size) }
     })
 }
 
@@ -295,7 +426,8 @@ pub unsafe extern "C" fn ggml_t2p_gemv(
 ///
 /// # Safety
 /// `w` valid for reads of `w_size` bytes, `act` of `act_size` bytes, `dst` for writes of
-/// `dst_len` floats; no other thread touches the rows this call writes while it runs.
+/// `dst_len` floats; no other thread writes `act` or touches the rows this call writes while it
+/// runs.
 #[no_mangle]
 pub unsafe extern "C" fn ggml_t2p_gemm(
     layout_id: i32,
@@ -315,23 +447,25 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
 ) -> i32 {
     guard(|| {
         let lay = layout(layout_id)?;
-        let level = kernel(kernel_id)?;
         let (n_rows, k, n_cols) = (dim(n_rows)?, dim(k)?, dim(n_cols)?);
+        let (level, fmt) = act_format(layout_id, kernel_id, n_cols)?;
         let stride = dim(dst_col_stride)?;
         let rows = dim(row_begin).map_err(|_| Error::Range)?..dim(row_end).map_err(|_| Error::Range)?;
         let src = match lay {
-            Layout::T2p => SourceType::Pq2_0,
+            Layout::T2p | Layout::X16 => SourceType::Pq2_0,
             Layout::Ptq1_0x4 => SourceType::Ptq1_0,
         };
         let w_need = repack::repacked_size(src, lay, n_rows, k)?;
-        let a_need = act_bytes(k, n_cols)?;
-        // SAFETY: the caller's contract on w and act, forwarded.
-        let acts = unsafe { blocks::<BlockQ8K>(act, act_size, a_need)? };
-        let a = Activations::new(acts, n_cols, k)?;
+        check_k(k)?;
+        let a_need = act_pack::packed_size(fmt, k, n_cols)?;
+        // SAFETY: the caller's contract on act (read-only for the call).
+        let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
+        let a = PackedActs::new(fmt, k, n_cols, bytes)?;
         let weights = match lay {
-            // SAFETY: as above.
+            // SAFETY (each arm): the caller's contract on w.
             Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
             Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+            Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
         };
         // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
         unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
@@ -369,27 +503,41 @@ pub mod abi_check {
         ggml_t2p_cpu_features();
         ggml_t2p_best_kernel();
         ggml_t2p_kernel_name(_);
+        ggml_t2p_kernel_from_name(_, _);
+        ggml_t2p_layout_name(_);
         ggml_t2p_status_string(_);
+        ggml_t2p_layout_for(_, _, _, _);
+        ggml_t2p_row_tile(_, _);
         ggml_t2p_supports(_, _, _, _, _);
         ggml_t2p_repacked_size(_, _, _, _, _);
-        ggml_t2p_act_size(_, _, _);
+        ggml_t2p_set_threads(_);
         ggml_t2p_repack(_, _, _, _, _, _, _, _);
+        ggml_t2p_act_packed_size(_, _, _, _, _);
+        ggml_t2p_act_pack(_, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_gemv(_, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_gemm(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
     }
 
     const _: () = {
+        use crate::kernels::KernelLevel as K;
+        use crate::repack::Layout as L;
         assert!(c::GGML_T2P_ABI_VERSION as u32 == super::ABI_VERSION);
         assert!(c::GGML_T2P_OK == super::OK);
         assert!(c::GGML_T2P_ERR_INTERNAL == super::ERR_INTERNAL);
         assert!(c::GGML_T2P_KERNEL_AUTO == super::KERNEL_AUTO);
-        assert!(c::GGML_T2P_KERNEL_REF == crate::KernelLevel::Reference as i32);
-        assert!(c::GGML_T2P_KERNEL_DOTPROD == crate::KernelLevel::Dotprod as i32);
-        assert!(c::GGML_T2P_KERNEL_I8MM == crate::KernelLevel::I8mm as i32);
-        assert!(c::GGML_T2P_LAYOUT_T2P == crate::repack::Layout::T2p as i32);
-        assert!(c::GGML_T2P_LAYOUT_PTQ1_0X4 == crate::repack::Layout::Ptq1_0x4 as i32);
+        assert!(c::GGML_T2P_KERNEL_REF == K::Reference as i32);
+        assert!(c::GGML_T2P_KERNEL_DOTPROD == K::Dotprod as i32);
+        assert!(c::GGML_T2P_KERNEL_I8MM == K::I8mm as i32);
+        assert!(c::GGML_T2P_KERNEL_AVX2 == K::Avx2 as i32);
+        assert!(c::GGML_T2P_KERNEL_AVXVNNI == K::AvxVnni as i32);
+        assert!(c::GGML_T2P_KERNEL_AVX512VNNI == K::Avx512Vnni as i32);
+        assert!(c::GGML_T2P_LAYOUT_T2P == L::T2p as i32);
+        assert!(c::GGML_T2P_LAYOUT_PTQ1_0X4 == L::Ptq1_0x4 as i32);
+        assert!(c::GGML_T2P_LAYOUT_X16 == L::X16 as i32);
+        assert!(c::GGML_T2P_PREFER_COMPACT as u32 == super::PREFER_COMPACT);
         assert!(c::GGML_T2P_TYPE_PQ2_0 as u32 == crate::format::GGML_TYPE_PQ2_0);
         assert!(c::GGML_T2P_TYPE_PTQ1_0 as u32 == crate::format::GGML_TYPE_PTQ1_0);
+        assert!(c::GGML_T2P_ACT_ALIGN as usize == crate::kernels::act_pack::PACKED_ALIGN);
     };
 
     /// Each error's status code must be the header's constant.
@@ -402,6 +550,19 @@ pub mod abi_check {
         (crate::Error::Unsupported, c::GGML_T2P_ERR_UNSUPPORTED),
         (crate::Error::InvalidArgument, c::GGML_T2P_ERR_INVALID_ARGUMENT),
     ];
+
+    /// CPU feature bits: the header's constants against [`crate::CpuFeatures::bits`].
+    #[test]
+    fn cpu_bits_match_header() {
+        use crate::CpuFeatures as F;
+        let one = |f: F| f.bits() as i32;
+        assert_eq!(one(F { neon: true, ..F::default() }), c::GGML_T2P_CPU_NEON);
+        assert_eq!(one(F { dotprod: true, ..F::default() }), c::GGML_T2P_CPU_DOTPROD);
+        assert_eq!(one(F { i8mm: true, ..F::default() }), c::GGML_T2P_CPU_I8MM);
+        assert_eq!(one(F { avx2: true, ..F::default() }), c::GGML_T2P_CPU_AVX2);
+        assert_eq!(one(F { avxvnni: true, ..F::default() }), c::GGML_T2P_CPU_AVXVNNI);
+        assert_eq!(one(F { avx512vnni: true, ..F::default() }), c::GGML_T2P_CPU_AVX512VNNI);
+    }
 
     #[test]
     fn status_codes_match_header() {

@@ -1,13 +1,20 @@
-//! # ggml-t2p: exact ARM CPU kernels for ternary weights in llama.cpp
+//! # ggml-t2p: exact CPU kernels for ternary weights in llama.cpp
 //!
 //! PrismML's ternary models store weights as PQ2_0 (2 bits per weight, codes `u = w + 1`) or
-//! PTQ1_0 (five trits per byte). At model load this crate repacks them into the **T2P** layout
-//! (4 rows x 128 weights in 136 bytes, two row pairs of 16-byte words) so that `sdot` (gemv,
-//! decode) and `smmla`/i8mm (gemm, prompt batches) consume them after a single `and` per slot.
+//! PTQ1_0 (five trits per byte). At model load this crate repacks them into a layout shaped for
+//! the CPU's dot-product instructions, so that decoding a weight costs about one `and`:
+//! - ARM: **T2P** (4 rows x 128 weights in 136 bytes, two row pairs of 16-byte words) for `sdot`
+//!   (gemv, decode) and `smmla`/i8mm (gemm, prompt batches);
+//! - x86-64: **X16** (16 rows x 128 weights in 544 bytes, one 32-bit lane per row) for
+//!   `vpdpbusd` (AVX-512 VNNI, AVX-VNNI) and `vpmaddubsw` (AVX2).
+//!
+//! Activations (ggml's Q8_K) are packed once per matrix multiplication
+//! ([`kernels::act_pack`]) into the form the chosen kernel reads.
 //!
 //! ## Contract
 //! - **Formats** ([`format`](mod@format)): PQ2_0 (34 B / 128 weights), PTQ1_0 (28 B), Q8_K activations
-//!   (292 B / 256 values), T2P (136 B = 4 x PQ2_0), PTQ1_0x4 (112 B = 4 x PTQ1_0).
+//!   (292 B / 256 values), T2P (136 B = 4 x PQ2_0), PTQ1_0x4 (112 B = 4 x PTQ1_0), X16
+//!   (544 B = 16 x PQ2_0).
 //! - **Numerics** ([`reference`](mod@reference)): every output is, bit for bit,
 //!   `sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)` over 128-weight blocks `i` in order
 //!   (NOTES.md §2, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
@@ -18,8 +25,9 @@
 //!   into status codes and never lets a panic cross.
 //!
 //! ## Layout of the crate
-//! [`format`](mod@format) (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4) -> [`kernels`] (one
-//! dispatch; scalar, dotprod and i8mm kernels) -> [`ffi`] (the only `extern "C"`).
+//! [`format`](mod@format) (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4, X16) ->
+//! [`kernels`] (activation pack; one dispatch; scalar, NEON and x86 kernels) -> [`ffi`] (the only
+//! `extern "C"`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -37,33 +45,53 @@ pub enum Error {
     /// A required pointer was null (C ABI only).
     Null,
     /// Shape not handled: inner size not a multiple of 128, rows not a multiple of 4, zero or
-    /// overflowing sizes, or slice lengths that disagree with the shape.
+    /// overflowing sizes, or slice lengths that disagree with the shape
+    /// ([`format::check_shape`]).
     Shape,
     /// A buffer is too small (or not a whole number of blocks) for the stated shape.
     BufferSize,
     /// A buffer is not aligned for its block type.
     Misaligned,
-    /// A row range that is empty-reversed, out of bounds or not on a 4-row boundary.
+    /// A row range that is reversed, out of bounds or not on the layout's row tile.
     Range,
     /// The requested kernel level or layout is not available on this CPU or build.
     Unsupported,
-    /// An unknown enum value (type id, layout or kernel level) was passed, or buffers that must
-    /// not overlap do.
+    /// An unknown enum value (type id, layout or kernel level) was passed, buffers that must not
+    /// overlap do, or activations were packed for another kernel.
     InvalidArgument,
+}
+
+impl Error {
+    /// Every error, in status-code order (`-1` .. `-7`).
+    pub const ALL: [Error; 7] = [
+        Error::Null,
+        Error::Shape,
+        Error::BufferSize,
+        Error::Misaligned,
+        Error::Range,
+        Error::Unsupported,
+        Error::InvalidArgument,
+    ];
+
+    /// The message, NUL-terminated (the one source of the texts; [`ffi`] hands them to C).
+    pub(crate) fn message_c(self) -> &'static str {
+        match self {
+            Error::Null => "null pointer\0",
+            Error::Shape => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)\0",
+            Error::BufferSize => "buffer too small for the shape\0",
+            Error::Misaligned => "buffer not aligned for its block type\0",
+            Error::Range => "row range out of bounds or not on the layout's row tile (4 rows, 16 for X16)\0",
+            Error::Unsupported => "kernel or layout not available on this CPU or for this type\0",
+            Error::InvalidArgument => {
+                "invalid argument (unknown type, layout or kernel; overlapping buffers; wrong activation pack)\0"
+            }
+        }
+    }
 }
 
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let s = match self {
-            Error::Null => "null pointer",
-            Error::Shape => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)",
-            Error::BufferSize => "buffer too small for the shape",
-            Error::Misaligned => "buffer not aligned for its block type",
-            Error::Range => "row range out of bounds or not a multiple of 4",
-            Error::Unsupported => "kernel or layout not available on this CPU",
-            Error::InvalidArgument => "unknown type, layout or kernel value",
-        };
-        f.write_str(s)
+        f.write_str(self.message_c().trim_end_matches('\0'))
     }
 }
 

@@ -1,42 +1,78 @@
-//! Load-time repacking: PQ2_0 -> T2P, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4, and the exact inverses
-//! (used by tests and by anyone who wants their original bytes back).
+//! Load-time repacking: PQ2_0 / PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 (ARM) and PQ2_0 / PTQ1_0 -> X16
+//! (x86-64), and the exact inverses (used by tests and by anyone who wants their original bytes
+//! back).
 //!
 //! Source matrices are ggml row-major: row `r`'s block `i` at index `r * k/128 + i`. Repacked
-//! matrices are row-group major (see [`crate::PackedWeights`]) and have the same byte size as the
-//! source for T2P from PQ2_0 and for PTQ1_0x4; T2P from PTQ1_0 is 136/112 of the PTQ1_0 size.
-//! Row groups are repacked in parallel on the current rayon pool.
+//! matrices are tile major (see [`crate::PackedWeights`]): all `k/128` blocks of the first tile of
+//! rows (4 rows for T2P and PTQ1_0x4, 16 for X16), then the next tile. T2P from PQ2_0 and
+//! PTQ1_0x4 keep the source size; T2P from PTQ1_0 is 136/112 of it; X16 is the PQ2_0 size of
+//! `ceil(n_rows / 16) * 16` rows (the last tile is padded with zero rows).
+//!
+//! ## Threads
+//! A repack runs on scoped threads that it starts and joins itself ([`std::thread::scope`]): no
+//! thread outlives the call and no pool state is kept, so a repack after `fork()` (in the parent
+//! or the child) behaves like the first one. The number of threads is at most
+//! [`set_repack_threads`] (default: the available parallelism), and 1 for matrices under
+//! [`PARALLEL_MIN_BYTES`].
 
-use crate::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0, QK};
+use crate::format::{
+    check_shape, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0,
+    X16_ROWS, ZERO_ROW,
+};
 use crate::Error;
 use core::mem::size_of;
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The repacked layouts. The numeric values are the C header's `GGML_T2P_LAYOUT_*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum Layout {
-    /// T2P (from PQ2_0, or from PTQ1_0 at 2.125 bits per weight).
+    /// T2P (ARM: `sdot`/`smmla`; from PQ2_0, or from PTQ1_0 at 2.125 bits per weight).
     T2p = 1,
-    /// PTQ1_0x4 (from PTQ1_0 only, 1.75 bits per weight kept).
+    /// PTQ1_0x4 (ARM; from PTQ1_0 only, 1.75 bits per weight kept).
     Ptq1_0x4 = 2,
+    /// X16 (x86-64: `vpdpbusd`/`vpmaddubsw`; from PQ2_0 or PTQ1_0, 2.125 bits per weight).
+    X16 = 3,
 }
 
 impl Layout {
+    /// Every layout.
+    pub const ALL: [Layout; 3] = [Layout::T2p, Layout::Ptq1_0x4, Layout::X16];
+
     /// Parses the C value.
     pub fn from_i32(v: i32) -> Option<Self> {
-        match v {
-            1 => Some(Layout::T2p),
-            2 => Some(Layout::Ptq1_0x4),
-            _ => None,
+        Self::ALL.into_iter().find(|l| *l as i32 == v)
+    }
+
+    /// Short name, as printed in logs (`T2P`, `PTQ1_0x4`, `X16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::T2p => "T2P",
+            Layout::Ptq1_0x4 => "PTQ1_0x4",
+            Layout::X16 => "X16",
         }
     }
 
-    /// Bytes of one 4-row x 128-weight block of this layout.
+    /// Rows per block (the row tile): 4, or 16 for X16.
+    pub fn tile_rows(self) -> usize {
+        match self {
+            Layout::T2p | Layout::Ptq1_0x4 => 4,
+            Layout::X16 => X16_ROWS,
+        }
+    }
+
+    /// Bytes of one block (`tile_rows` rows x 128 weights).
     pub fn block_size(self) -> usize {
         match self {
             Layout::T2p => size_of::<BlockT2p>(),
             Layout::Ptq1_0x4 => size_of::<BlockPtq1_0x4>(),
+            Layout::X16 => size_of::<BlockX16>(),
         }
+    }
+
+    /// Whether weights of `src` can be repacked into this layout.
+    pub fn accepts(self, src: SourceType) -> bool {
+        !(self == Layout::Ptq1_0x4 && src == SourceType::Pq2_0)
     }
 }
 
@@ -68,60 +104,135 @@ impl SourceType {
     }
 }
 
-fn shape_blocks(n_rows: usize, k: usize) -> Result<usize, Error> {
-    if n_rows == 0 || k == 0 || n_rows % 4 != 0 || k % QK != 0 {
-        return Err(Error::Shape);
-    }
-    n_rows.checked_mul(k / QK).ok_or(Error::Shape)
-}
-
 /// Bytes of the source matrix (`n_rows * k/128` blocks).
 ///
 /// # Errors
-/// [`Error::Shape`] for `n_rows % 4 != 0`, `k % 128 != 0`, zero or overflowing sizes.
+/// [`Error::Shape`] for a shape outside [`check_shape`] or an overflowing size.
 pub fn source_size(src: SourceType, n_rows: usize, k: usize) -> Result<usize, Error> {
-    shape_blocks(n_rows, k)?.checked_mul(src.block_size()).ok_or(Error::Shape)
+    let nb = check_shape(n_rows, k)?;
+    (n_rows * nb).checked_mul(src.block_size()).ok_or(Error::Shape)
 }
 
-/// Bytes of the repacked matrix (`n_rows/4 * k/128` blocks of the layout).
+/// Blocks of a repacked `n_rows x k` matrix: `ceil(n_rows / tile_rows) * k/128`.
+///
+/// # Errors
+/// [`Error::Shape`] as [`source_size`].
+pub fn repacked_blocks(layout: Layout, n_rows: usize, k: usize) -> Result<usize, Error> {
+    let nb = check_shape(n_rows, k)?;
+    n_rows.div_ceil(layout.tile_rows()).checked_mul(nb).ok_or(Error::Shape)
+}
+
+/// Bytes of the repacked matrix ([`repacked_blocks`] blocks of the layout).
 ///
 /// # Errors
 /// [`Error::Shape`] as [`source_size`]; [`Error::Unsupported`] for PQ2_0 -> PTQ1_0x4.
 pub fn repacked_size(src: SourceType, layout: Layout, n_rows: usize, k: usize) -> Result<usize, Error> {
-    if src == SourceType::Pq2_0 && layout == Layout::Ptq1_0x4 {
+    if !layout.accepts(src) {
         return Err(Error::Unsupported);
     }
-    (shape_blocks(n_rows, k)? / 4).checked_mul(layout.block_size()).ok_or(Error::Shape)
+    repacked_blocks(layout, n_rows, k)?.checked_mul(layout.block_size()).ok_or(Error::Shape)
 }
 
-/// Checks lengths and returns blocks per row.
-fn check(n_rows: usize, k: usize, src_len: usize, dst_len: usize) -> Result<usize, Error> {
-    let blocks = shape_blocks(n_rows, k)?;
-    if src_len < blocks || dst_len < blocks / 4 {
-        return Err(Error::BufferSize);
+/// Matrices smaller than this (source bytes) are repacked on the calling thread alone.
+pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+static REPACK_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Caps the threads a repack may use (0: the available parallelism, the default). The C ABI's
+/// `ggml_t2p_set_threads` sets this.
+pub fn set_repack_threads(n: usize) {
+    REPACK_THREADS.store(n, Ordering::Relaxed);
+}
+
+/// Threads a repack of `bytes` source bytes in `tiles` independent tiles will use.
+pub fn repack_threads(bytes: usize, tiles: usize) -> usize {
+    if bytes < PARALLEL_MIN_BYTES {
+        return 1;
     }
-    Ok(k / QK)
+    let cap = match REPACK_THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    cap.clamp(1, tiles.max(1))
 }
 
-/// Repacks row groups in parallel: `pack(rows_of_group_block_i)` for each of the `nb` blocks of
-/// each 4-row group.
-fn repack_groups<S: Sync, D: Send>(src: &[S], nb: usize, dst: &mut [D], pack: impl Fn([&S; 4]) -> D + Sync) {
-    let groups = dst.len() / nb;
-    dst.par_chunks_mut(nb).take(groups).enumerate().for_each(|(g, out)| {
-        let row = |r: usize| &src[(4 * g + r) * nb..(4 * g + r + 1) * nb];
-        let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = pack([&r0[i], &r1[i], &r2[i], &r3[i]]);
+/// Runs `f(first_tile_index, tiles)` over `dst` cut into tiles of `tile` elements, on up to
+/// `threads` scoped threads (contiguous runs of tiles each; the calling thread takes the first).
+fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usize, &mut [D]) + Sync) {
+    let n_tiles = dst.len() / tile;
+    let threads = threads.clamp(1, n_tiles.max(1));
+    if threads == 1 {
+        f(0, dst);
+        return;
+    }
+    std::thread::scope(|s| {
+        let mut rest = dst;
+        let mut first = 0;
+        let mut mine = None;
+        for t in 0..threads {
+            let end = n_tiles * (t + 1) / threads;
+            let (run, tail) = core::mem::take(&mut rest).split_at_mut((end - first) * tile);
+            rest = tail;
+            let start = first;
+            first = end;
+            if t == 0 {
+                mine = Some((start, run));
+            } else {
+                let f = &f;
+                s.spawn(move || f(start, run));
+            }
+        }
+        if let Some((start, run)) = mine {
+            f(start, run);
         }
     });
 }
 
-/// Scatters row groups back: `unpack(block, r)` gives row `r`'s source block.
-fn unpack_groups<S: Sync, D: Send>(src: &[S], nb: usize, dst: &mut [D], unpack: impl Fn(&S, usize) -> D + Sync) {
-    dst.par_chunks_mut(4 * nb).enumerate().for_each(|(g, rows)| {
-        for (r, row) in rows.chunks_mut(nb).enumerate() {
+/// Checks lengths and returns blocks per row.
+fn check(layout: Layout, n_rows: usize, k: usize, src_len: usize, dst_len: usize) -> Result<usize, Error> {
+    let nb = check_shape(n_rows, k)?;
+    if src_len < n_rows * nb || dst_len < repacked_blocks(layout, n_rows, k)? {
+        return Err(Error::BufferSize);
+    }
+    Ok(nb)
+}
+
+/// Repacks `R`-row tiles: `pack(rows of tile t, block i)` for each of the `nb` blocks of each
+/// tile; rows past `n_rows` are `pad`.
+fn repack_tiles<S: Sync, D: Send, const R: usize>(
+    src: &[S],
+    n_rows: usize,
+    nb: usize,
+    dst: &mut [D],
+    pad: &S,
+    pack: impl Fn([&S; R]) -> D + Sync,
+) {
+    let threads = repack_threads(n_rows * nb * size_of::<S>(), dst.len() / nb);
+    for_tiles(dst, nb, threads, |first, out| {
+        for (t, tile) in out.chunks_mut(nb).enumerate() {
+            let r0 = (first + t) * R;
+            for (i, o) in tile.iter_mut().enumerate() {
+                *o = pack(core::array::from_fn(|r| if r0 + r < n_rows { &src[(r0 + r) * nb + i] } else { pad }));
+            }
+        }
+    });
+}
+
+/// Scatters `R`-row tiles back: `unpack(block, r)` gives row `r`'s source block (padding rows are
+/// dropped).
+fn unpack_tiles<S: Sync, D: Send, const R: usize>(
+    src: &[S],
+    n_rows: usize,
+    nb: usize,
+    dst: &mut [D],
+    unpack: impl Fn(&S, usize) -> D + Sync,
+) {
+    let threads = repack_threads(n_rows * nb * size_of::<D>(), n_rows);
+    for_tiles(&mut dst[..n_rows * nb], nb, threads, |first_row, rows| {
+        for (rr, row) in rows.chunks_mut(nb).enumerate() {
+            let r = first_row + rr;
             for (i, o) in row.iter_mut().enumerate() {
-                *o = unpack(&src[g * nb + i], r);
+                *o = unpack(&src[(r / R) * nb + i], r % R);
             }
         }
     });
@@ -132,10 +243,10 @@ fn unpack_groups<S: Sync, D: Send>(src: &[S], nb: usize, dst: &mut [D], unpack: 
 ///
 /// # Errors
 /// [`Error::Shape`] for a shape we do not handle; [`Error::BufferSize`] if `src` has fewer than
-/// `n_rows * k/128` blocks or `dst` fewer than `n_rows/4 * k/128`.
+/// `n_rows * k/128` blocks or `dst` fewer than [`repacked_blocks`].
 pub fn repack_pq2_0_to_t2p(src: &[BlockPq2_0], n_rows: usize, k: usize, dst: &mut [BlockT2p]) -> Result<(), Error> {
-    let nb = check(n_rows, k, src.len(), dst.len())?;
-    repack_groups(src, nb, &mut dst[..n_rows / 4 * nb], BlockT2p::from_rows);
+    let nb = check(Layout::T2p, n_rows, k, src.len(), dst.len())?;
+    repack_tiles::<_, _, 4>(src, n_rows, nb, &mut dst[..n_rows / 4 * nb], &ZERO_ROW, BlockT2p::from_rows);
     Ok(())
 }
 
@@ -144,10 +255,14 @@ pub fn repack_pq2_0_to_t2p(src: &[BlockPq2_0], n_rows: usize, k: usize, dst: &mu
 /// # Errors
 /// As [`repack_pq2_0_to_t2p`] with the roles of the buffers swapped.
 pub fn unpack_t2p_to_pq2_0(src: &[BlockT2p], n_rows: usize, k: usize, dst: &mut [BlockPq2_0]) -> Result<(), Error> {
-    let nb = check(n_rows, k, dst.len(), src.len())?;
-    unpack_groups(src, nb, &mut dst[..n_rows * nb], BlockT2p::row);
+    let nb = check(Layout::T2p, n_rows, k, dst.len(), src.len())?;
+    unpack_tiles::<_, _, 4>(src, n_rows, nb, dst, BlockT2p::row);
     Ok(())
 }
+
+/// The PTQ1_0 block of a padding row, as the fork's quantizer writes an all-zero block: scale +0,
+/// every `qs` byte 0x80 and `qh` byte 0x7F (every digit 1, weight 0).
+pub const PTQ1_0_ZERO_ROW: BlockPtq1_0 = BlockPtq1_0 { qs: [0x80; 24], qh: [0x7F; 2], d: half::f16::ZERO };
 
 /// One PTQ1_0 block as a PQ2_0 block: a trit digit (0..=2) is already the 2-bit code of the
 /// same weight (`value = (digit - 1) * d`), and the scale is the same fp16.
@@ -161,8 +276,8 @@ pub fn ptq1_0_to_pq2_0(b: &BlockPtq1_0) -> BlockPq2_0 {
 /// # Errors
 /// As [`repack_pq2_0_to_t2p`].
 pub fn repack_ptq1_0_to_t2p(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockT2p]) -> Result<(), Error> {
-    let nb = check(n_rows, k, src.len(), dst.len())?;
-    repack_groups(src, nb, &mut dst[..n_rows / 4 * nb], |rows| {
+    let nb = check(Layout::T2p, n_rows, k, src.len(), dst.len())?;
+    repack_tiles::<_, _, 4>(src, n_rows, nb, &mut dst[..n_rows / 4 * nb], &PTQ1_0_ZERO_ROW, |rows| {
         let [a, b, c, d] = rows.map(ptq1_0_to_pq2_0);
         BlockT2p::from_rows([&a, &b, &c, &d])
     });
@@ -179,8 +294,8 @@ pub fn repack_ptq1_0_to_x4(
     k: usize,
     dst: &mut [BlockPtq1_0x4],
 ) -> Result<(), Error> {
-    let nb = check(n_rows, k, src.len(), dst.len())?;
-    repack_groups(src, nb, &mut dst[..n_rows / 4 * nb], BlockPtq1_0x4::from_rows);
+    let nb = check(Layout::Ptq1_0x4, n_rows, k, src.len(), dst.len())?;
+    repack_tiles::<_, _, 4>(src, n_rows, nb, &mut dst[..n_rows / 4 * nb], &PTQ1_0_ZERO_ROW, BlockPtq1_0x4::from_rows);
     Ok(())
 }
 
@@ -194,7 +309,46 @@ pub fn unpack_x4_to_ptq1_0(
     k: usize,
     dst: &mut [BlockPtq1_0],
 ) -> Result<(), Error> {
-    let nb = check(n_rows, k, dst.len(), src.len())?;
-    unpack_groups(src, nb, &mut dst[..n_rows * nb], BlockPtq1_0x4::row);
+    let nb = check(Layout::Ptq1_0x4, n_rows, k, dst.len(), src.len())?;
+    unpack_tiles::<_, _, 4>(src, n_rows, nb, dst, BlockPtq1_0x4::row);
+    Ok(())
+}
+
+/// PQ2_0 (`n_rows x k`, row-major) -> X16 (16-row tiles; the last tile padded with zero rows when
+/// `n_rows % 16 != 0`). Codes, code 3 included, and scales are kept bit for bit;
+/// [`unpack_x16_to_pq2_0`] is the exact inverse.
+///
+/// # Errors
+/// As [`repack_pq2_0_to_t2p`] (`dst` needs [`repacked_blocks`]`(X16, ..)` blocks).
+pub fn repack_pq2_0_to_x16(src: &[BlockPq2_0], n_rows: usize, k: usize, dst: &mut [BlockX16]) -> Result<(), Error> {
+    let nb = check(Layout::X16, n_rows, k, src.len(), dst.len())?;
+    let n = repacked_blocks(Layout::X16, n_rows, k)?;
+    repack_tiles::<_, _, X16_ROWS>(src, n_rows, nb, &mut dst[..n], &ZERO_ROW, BlockX16::from_rows);
+    Ok(())
+}
+
+/// PTQ1_0 -> X16 (2.125 bits per weight): each trit digit becomes the PQ2_0 code of the same
+/// weight ([`ptq1_0_to_pq2_0`]), so the X16 kernels compute the PTQ1_0 reference dot. The inverse,
+/// [`unpack_x16_to_pq2_0`], gives those PQ2_0 rows (the same weights and scales).
+///
+/// # Errors
+/// As [`repack_pq2_0_to_x16`].
+pub fn repack_ptq1_0_to_x16(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockX16]) -> Result<(), Error> {
+    let nb = check(Layout::X16, n_rows, k, src.len(), dst.len())?;
+    let n = repacked_blocks(Layout::X16, n_rows, k)?;
+    repack_tiles::<_, _, X16_ROWS>(src, n_rows, nb, &mut dst[..n], &PTQ1_0_ZERO_ROW, |rows| {
+        let pq = rows.map(ptq1_0_to_pq2_0);
+        BlockX16::from_rows(core::array::from_fn(|r| &pq[r]))
+    });
+    Ok(())
+}
+
+/// X16 -> PQ2_0, the inverse of [`repack_pq2_0_to_x16`] (padding rows dropped).
+///
+/// # Errors
+/// As [`repack_pq2_0_to_x16`] with the roles of the buffers swapped.
+pub fn unpack_x16_to_pq2_0(src: &[BlockX16], n_rows: usize, k: usize, dst: &mut [BlockPq2_0]) -> Result<(), Error> {
+    let nb = check(Layout::X16, n_rows, k, dst.len(), src.len())?;
+    unpack_tiles::<_, _, X16_ROWS>(src, n_rows, nb, dst, BlockX16::row);
     Ok(())
 }

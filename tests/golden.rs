@@ -3,12 +3,14 @@
 
 mod common;
 
-use common::{levels, same_bytes, Golden, Rng};
-use ggml_t2p::format::{as_bytes, BlockPq2_0, BlockPtq1_0, BlockQ8K, BlockT2p};
+use common::{level_names, levels_for, same_bytes, Golden, Rng};
+use ggml_t2p::format::{as_bytes, BlockPq2_0, BlockPtq1_0, BlockQ8K, BlockT2p, BlockX16};
 use ggml_t2p::reference::{
     dequantize_row_pq2_0, dequantize_row_ptq1_0, quantize_row_q8_k, vec_dot_pq2_0_q8_k, Contract,
 };
-use ggml_t2p::repack::{ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, unpack_t2p_to_pq2_0};
+use ggml_t2p::repack::{
+    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repacked_blocks, unpack_t2p_to_pq2_0, Layout,
+};
 use ggml_t2p::{kernels, PackedWeights};
 
 fn report(set: &str, passed: usize, total: usize, failures: &[String]) {
@@ -56,9 +58,10 @@ fn q8k_quant_nofma() {
     q8k_set("q8k_quant.nofma.bin", Contract::Unfused);
 }
 
-/// The reference dot, and (fused file) the same row through every kernel level: the case row is
-/// row 0 of a 4-row T2P matrix (rows 1..3 random), repacked and run with gemv and with a
-/// 5-column gemm (the case's activations in column 2).
+/// The reference dot, and (fused file) the same row through every layout and kernel level: the
+/// case row is row 0 of a 4-row matrix (rows 1..3 random; in X16 the tile's rows 4..16 are
+/// padding), repacked and run with gemv and with a 5-column gemm (the case's activations in
+/// column 2).
 fn dot_set(file: &str, contract: Contract, kernels_too: bool) {
     let mut g = Golden::open(file, b"PQDK");
     let mut rng = Rng(0xD07);
@@ -77,26 +80,31 @@ fn dot_set(file: &str, contract: Contract, kernels_too: bool) {
         if kernels_too {
             let mut rows = common::random_pq2_0(&mut rng, 4, n);
             rows[..n / 128].copy_from_slice(&w);
-            let mut t2p = vec![BlockT2p::default(); n / 128];
+            let mut t2p = vec![BlockT2p::default(); repacked_blocks(Layout::T2p, 4, n).unwrap()];
             repack_pq2_0_to_t2p(&rows, 4, n, &mut t2p).unwrap();
-            let pw = PackedWeights::t2p(&t2p, 4, n).unwrap();
+            let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, 4, n).unwrap()];
+            repack_pq2_0_to_x16(&rows, 4, n, &mut x16).unwrap();
+            let mats = [PackedWeights::t2p(&t2p, 4, n).unwrap(), PackedWeights::x16(&x16, 4, n).unwrap()];
             let mut acts = common::random_acts(&mut rng, 5, n);
             acts[2 * (n / 256)..3 * (n / 256)].copy_from_slice(&a);
-            for level in levels() {
-                let mut y = [f32::NAN; 4];
-                kernels::gemv(level, &pw, &a, &mut y, 0..4).unwrap();
-                let mut ys = vec![f32::NAN; 5 * 4];
-                let act = ggml_t2p::Activations::new(&acts, 5, n).unwrap();
-                kernels::gemm(level, &pw, &act, &mut ys, 4, 0..4).unwrap();
-                kernel_checks += 1;
-                for (what, v) in [("gemv", y[0]), ("gemm", ys[2 * 4])] {
-                    if v.to_bits() != want {
-                        ok = false;
-                        failures.push(format!(
-                            "case {case}: {} {what} {:#010x}, want {want:#010x}",
-                            level.name(),
-                            v.to_bits()
-                        ));
+            for pw in &mats {
+                for level in levels_for(pw.layout()) {
+                    let mut y = [f32::NAN; 4];
+                    kernels::gemv(level, pw, &a, &mut y, 0..4).unwrap();
+                    let mut ys = vec![f32::NAN; 5 * 4];
+                    let act = ggml_t2p::Activations::new(&acts, 5, n).unwrap();
+                    kernels::gemm(level, pw, &act, &mut ys, 4, 0..4).unwrap();
+                    kernel_checks += 1;
+                    for (what, v) in [("gemv", y[0]), ("gemm", ys[2 * 4])] {
+                        if v.to_bits() != want {
+                            ok = false;
+                            failures.push(format!(
+                                "case {case}: {} {} {what} {:#010x}, want {want:#010x}",
+                                pw.layout().name(),
+                                level.name(),
+                                v.to_bits()
+                            ));
+                        }
                     }
                 }
             }
@@ -108,8 +116,8 @@ fn dot_set(file: &str, contract: Contract, kernels_too: bool) {
     g.finish();
     if kernels_too {
         println!(
-            "golden {file}: {kernel_checks} (case, kernel level) runs through gemv and gemm, levels {:?}",
-            levels()
+            "golden {file}: {kernel_checks} (case, layout, kernel level) runs through gemv and gemm, {:?}",
+            level_names()
         );
     }
     report(file, passed, g.count, &failures);
@@ -213,7 +221,12 @@ fn t2p_pack() {
         repack_pq2_0_to_t2p(&rows, 4, 128, &mut got).unwrap();
         let mut back = vec![BlockPq2_0::default(); 4];
         unpack_t2p_to_pq2_0(&got, 4, 128, &mut back).unwrap();
-        if same_bytes(&got, &want) && same_bytes(&back, &rows) {
+        // the same rows through X16 (a padded tile) and back
+        let mut x16 = vec![BlockX16::default(); 1];
+        repack_pq2_0_to_x16(&rows, 4, 128, &mut x16).unwrap();
+        let mut back16 = vec![BlockPq2_0::default(); 4];
+        ggml_t2p::repack::unpack_x16_to_pq2_0(&x16, 4, 128, &mut back16).unwrap();
+        if same_bytes(&got, &want) && same_bytes(&back, &rows) && same_bytes(&back16, &rows) {
             passed += 1;
         } else {
             failures.push(format!("case {case} differs"));

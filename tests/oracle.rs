@@ -4,11 +4,14 @@
 
 mod common;
 
-use common::{bytes_mut, levels, Rng};
-use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
+use common::{bytes_mut, level_names, levels_for, Rng};
+use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::kernels::{gemm, gemm_par, KernelLevel};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
-use ggml_t2p::repack::{ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4};
+use ggml_t2p::repack::{
+    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x16,
+    repack_ptq1_0_to_x4, repacked_blocks, Layout,
+};
 use ggml_t2p::{Activations, PackedWeights};
 use half::f16;
 
@@ -143,7 +146,7 @@ fn acts(rng: &mut Rng, n_cols: usize, k: usize, a: Acts) -> Vec<BlockQ8K> {
                 }
             }
             // a row of k = 128 * odd is zero-padded to 256 before quantizing
-            if k % 256 != 0 {
+            if !k.is_multiple_of(256) {
                 for j in 0..n_cols {
                     let b = &mut out[j * per + per - 1];
                     b.qs[128..].fill(0);
@@ -155,8 +158,9 @@ fn acts(rng: &mut Rng, n_cols: usize, k: usize, a: Acts) -> Vec<BlockQ8K> {
     }
 }
 
-/// One case: all levels, both the T2P and (for PTQ1_0 sources) the PTQ1_0x4 layout, against the
-/// reference dot of the source rows. Returns the number of outputs checked.
+/// One case: every layout (T2P, X16 and, for PTQ1_0 sources, PTQ1_0x4) on every level this CPU
+/// runs it with, against the reference dot of the source rows. Returns the number of outputs
+/// checked.
 fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, act: &[BlockQ8K]) -> usize {
     let nb = k / QK;
     let a = Activations::new(act, n_cols, k).unwrap();
@@ -174,22 +178,28 @@ fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, 
         })
         .collect();
     let mut t2p = vec![BlockT2p::default(); n_rows / 4 * nb];
+    let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
     let mut x4 = Vec::new();
     match src {
-        Source::Pq2(w) => repack_pq2_0_to_t2p(w, n_rows, k, &mut t2p).unwrap(),
+        Source::Pq2(w) => {
+            repack_pq2_0_to_t2p(w, n_rows, k, &mut t2p).unwrap();
+            repack_pq2_0_to_x16(w, n_rows, k, &mut x16).unwrap();
+        }
         Source::Ptq1(w) => {
             repack_ptq1_0_to_t2p(w, n_rows, k, &mut t2p).unwrap();
+            repack_ptq1_0_to_x16(w, n_rows, k, &mut x16).unwrap();
             x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * nb];
             repack_ptq1_0_to_x4(w, n_rows, k, &mut x4).unwrap();
         }
     }
-    let mut mats = vec![("t2p", PackedWeights::t2p(&t2p, n_rows, k).unwrap())];
+    let mut mats = vec![PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::x16(&x16, n_rows, k).unwrap()];
     if !x4.is_empty() {
-        mats.push(("ptq1_0x4", PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap()));
+        mats.push(PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap());
     }
     let mut checked = 0;
-    for (layout, pw) in &mats {
-        for level in levels() {
+    for pw in &mats {
+        let layout = pw.layout().name();
+        for level in levels_for(pw.layout()) {
             let mut y = vec![f32::NAN; n_rows * n_cols];
             gemm(level, pw, &a, &mut y, n_rows, 0..n_rows).unwrap();
             for (idx, (got, want)) in y.iter().zip(&want).enumerate() {
@@ -225,6 +235,8 @@ fn oracle_class() {
         (8, 512, widths_all),
         (12, 1024, widths_all),
         (4, 384, &[1, 3, 8, 13]),
+        (20, 896, &[1, 2, 3, 9, 17]),
+        (48, 640, &[1, 5, 8, 11]),
         (8, 5120, &[1, 2, 5, 8, 13]),
         (4, 17408, &[1, 4, 7, 65]),
         (4100, 256, &[1, 3, 8, 13]),
@@ -262,10 +274,7 @@ fn oracle_class() {
             }
         }
     }
-    println!(
-        "oracle: {cases} cases, {outputs} outputs bit-identical to the reference dot, levels {:?}",
-        levels().iter().map(|l| l.name()).collect::<Vec<_>>()
-    );
+    println!("oracle: {cases} cases, {outputs} outputs bit-identical to the reference dot, {:?}", level_names());
 }
 
 /// Splitting the rows 1..8 ways (uneven, on 4-row boundaries, in parallel) gives the bits of one
@@ -280,13 +289,19 @@ fn row_range_splits() {
     repack_ptq1_0_to_t2p(&src, n_rows, k, &mut t2p).unwrap();
     let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * nb];
     repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
-    let mats = [PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap()];
+    let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+    repack_ptq1_0_to_x16(&src, n_rows, k, &mut x16).unwrap();
+    let mats = [
+        PackedWeights::t2p(&t2p, n_rows, k).unwrap(),
+        PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap(),
+        PackedWeights::x16(&x16, n_rows, k).unwrap(),
+    ];
     let mut runs = 0;
     for n_cols in [1usize, 6, 9] {
         let act = acts(&mut rng, n_cols, k, Acts::Quantized);
         let a = Activations::new(&act, n_cols, k).unwrap();
         for pw in &mats {
-            for level in levels() {
+            for level in levels_for(pw.layout()) {
                 let mut one = vec![0.0f32; n_rows * n_cols];
                 gemm(level, pw, &a, &mut one, n_rows, 0..n_rows).unwrap();
                 for splits in 1..=8 {
@@ -294,7 +309,8 @@ fn row_range_splits() {
                     gemm_par(level, pw, &a, &mut y, n_rows, splits).unwrap();
                     assert!(
                         y.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{} {splits} splits, {n_cols} columns",
+                        "{} {} {splits} splits, {n_cols} columns",
+                        pw.layout().name(),
                         level.name()
                     );
                     runs += 1;
@@ -310,31 +326,69 @@ fn row_range_splits() {
         let b = vec_dot_pq2_0_q8_k(&pq2[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
         assert_eq!(a.to_bits(), b.to_bits());
     }
-    println!(
-        "split: {runs} split runs (1..8 ways) bit-identical to one call, levels {:?}",
-        levels().iter().map(|l| l.name()).collect::<Vec<_>>()
-    );
+    println!("split: {runs} split runs (1..8 ways) bit-identical to one call, {:?}", level_names());
 }
 
-/// A CPU without dotprod has no kernel level but the reference: callers must decline, and the
-/// C-level "auto" request reports unsupported.
+/// A CPU without any SIMD level (ARM without dotprod, x86 without AVX2+FMA+F16C) has no kernel
+/// level but the reference: callers must decline, and the C-level "auto" request reports
+/// unsupported. On a CPU with one, the library's layout choice matches its ISA.
 #[test]
-fn decline_without_dotprod() {
+fn decline_without_simd() {
+    use ggml_t2p::ffi::{ggml_t2p_best_kernel, ggml_t2p_layout_for, ggml_t2p_supports};
     let f = ggml_t2p::CpuFeatures::detect();
     let best = KernelLevel::best();
     println!("kernels: cpu features {f:?}, best level {:?}", best.map(|l| l.name()));
-    if !f.dotprod {
-        assert_eq!(best, None);
-        assert!(!KernelLevel::Dotprod.is_available() && !KernelLevel::I8mm.is_available());
-        assert_eq!(ggml_t2p::ffi::ggml_t2p_best_kernel(), 0);
-        let st = ggml_t2p::ffi::ggml_t2p_supports(142, 1, 0, 4, 256);
-        assert_eq!(st, -6, "auto on a CPU without dotprod must be unsupported");
-        println!("kernels: no dotprod -> declined (ggml_t2p_supports = {st})");
-    } else {
-        assert!(best.is_some());
-        assert_eq!(best == Some(KernelLevel::I8mm), f.i8mm);
+    let mut lay = -1;
+    match best {
+        None => {
+            assert!(!f.dotprod && !f.avx2, "a CPU with a SIMD level must get a kernel");
+            assert!(KernelLevel::ALL[1..].iter().all(|l| !l.is_available()));
+            assert_eq!(ggml_t2p_best_kernel(), 0);
+            let st = ggml_t2p_supports(142, 1, 0, 4, 256);
+            assert_eq!(st, -6, "auto on a CPU without a SIMD level must be unsupported");
+            // SAFETY: a valid out pointer.
+            assert_eq!(unsafe { ggml_t2p_layout_for(142, 0, 0, &mut lay) }, -6);
+            println!("kernels: no SIMD level -> declined (ggml_t2p_supports = {st})");
+        }
+        Some(level) => {
+            assert_eq!(ggml_t2p_best_kernel(), level as i32);
+            // SAFETY: a valid out pointer.
+            assert_eq!(unsafe { ggml_t2p_layout_for(142, 0, 0, &mut lay) }, 0);
+            let want = if cfg!(target_arch = "x86_64") { Layout::X16 } else { Layout::T2p };
+            assert_eq!(lay, want as i32);
+            assert_eq!(ggml_t2p_supports(142, lay, 0, 4, 256), 0);
+            if cfg!(target_arch = "aarch64") {
+                assert_eq!(level == KernelLevel::I8mm, f.i8mm);
+            } else {
+                assert_eq!(level == KernelLevel::Avx2, !f.avxvnni && !f.avx512vnni);
+            }
+        }
     }
-    assert_eq!(ggml_t2p::ffi::ggml_t2p_supports(142, 1, 1, 4, 256), 0, "the reference level is always available");
+    assert_eq!(ggml_t2p_supports(142, 1, 1, 4, 256), 0, "the reference level is always available");
+    assert_eq!(ggml_t2p_supports(142, 3, 1, 4, 256), 0, "the reference level runs every layout");
+}
+
+/// The x86 choice between the levels, for each vendor and feature set (no CPU needed).
+#[test]
+fn best_level_choice() {
+    use ggml_t2p::CpuFeatures;
+    use KernelLevel::*;
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let base = CpuFeatures { avx2: true, ..CpuFeatures::default() };
+    let cases = [
+        (CpuFeatures::default(), None),
+        (base, Some(Avx2)),
+        (CpuFeatures { avxvnni: true, ..base }, Some(AvxVnni)),
+        (CpuFeatures { avx512vnni: true, ..base }, Some(Avx512Vnni)),
+        (CpuFeatures { avxvnni: true, avx512vnni: true, ..base }, Some(AvxVnni)),
+        (CpuFeatures { avxvnni: true, avx512vnni: true, amd: true, ..base }, Some(Avx512Vnni)),
+        (CpuFeatures { avxvnni: true, amd: true, ..base }, Some(AvxVnni)),
+    ];
+    for (f, want) in cases {
+        assert_eq!(KernelLevel::best_on(f), want, "{f:?}");
+    }
 }
 
 /// An empty batch (ggml hands the last layer zero columns when no output is kept) is valid on
@@ -345,12 +399,15 @@ fn empty_batch_is_a_no_op() {
     let src = pq2_rows(&mut rng, 8, 384, Weights::Ternary, Scales::Typical);
     let mut t2p = vec![BlockT2p::default(); 2 * 3];
     repack_pq2_0_to_t2p(&src, 8, 384, &mut t2p).unwrap();
-    let pw = PackedWeights::t2p(&t2p, 8, 384).unwrap();
+    let mut x16 = vec![BlockX16::default(); 3];
+    repack_pq2_0_to_x16(&src, 8, 384, &mut x16).unwrap();
     let a = Activations::new(&[], 0, 384).unwrap();
-    for level in levels() {
-        let mut y = vec![f32::NAN; 8];
-        gemm(level, &pw, &a, &mut y, 8, 0..8).unwrap();
-        gemm_par(level, &pw, &a, &mut y, 8, 3).unwrap();
-        assert!(y.iter().all(|v| v.is_nan()), "{}", level.name());
+    for pw in [PackedWeights::t2p(&t2p, 8, 384).unwrap(), PackedWeights::x16(&x16, 8, 384).unwrap()] {
+        for level in levels_for(pw.layout()) {
+            let mut y = vec![f32::NAN; 8];
+            gemm(level, &pw, &a, &mut y, 8, 0..8).unwrap();
+            gemm_par(level, &pw, &a, &mut y, 8, 3).unwrap();
+            assert!(y.iter().all(|v| v.is_nan()), "{}", level.name());
+        }
     }
 }

@@ -3,13 +3,13 @@
 
 mod common;
 
-use common::{levels, same_bytes, Rng};
-use ggml_t2p::format::{ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
+use common::{levels_for, same_bytes, Rng};
+use ggml_t2p::format::{ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::kernels::{gemm, gemv};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{
-    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4, unpack_t2p_to_pq2_0,
-    unpack_x4_to_ptq1_0,
+    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x16,
+    repack_ptq1_0_to_x4, repacked_blocks, unpack_t2p_to_pq2_0, unpack_x16_to_pq2_0, unpack_x4_to_ptq1_0, Layout,
 };
 use ggml_t2p::{Activations, PackedWeights};
 use half::f16;
@@ -24,8 +24,21 @@ fn pq2_blocks(n: usize) -> impl Strategy<Value = Vec<BlockPq2_0>> {
     })
 }
 
+/// Rows 4..=40 (X16 tiles full and padded, T2P groups), k = 128..=768.
 fn shape() -> impl Strategy<Value = (usize, usize)> {
-    (1usize..=4, 1usize..=6).prop_map(|(g, b)| (4 * g, QK * b))
+    (1usize..=10, 1usize..=6).prop_map(|(g, b)| (4 * g, QK * b))
+}
+
+/// The most blocks a `shape()` matrix has.
+const MAX_BLOCKS: usize = 40 * 6;
+
+/// T2P and X16 repacks of the same PQ2_0 rows.
+fn pq2_mats(src: &[BlockPq2_0], n_rows: usize, k: usize) -> (Vec<BlockT2p>, Vec<BlockX16>) {
+    let mut t2p = vec![BlockT2p::default(); n_rows / 4 * k / QK];
+    repack_pq2_0_to_t2p(src, n_rows, k, &mut t2p).unwrap();
+    let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+    repack_pq2_0_to_x16(src, n_rows, k, &mut x16).unwrap();
+    (t2p, x16)
 }
 
 proptest! {
@@ -58,6 +71,39 @@ proptest! {
     }
 
     #[test]
+    fn x16_repack_is_lossless((n_rows, k) in shape(), seed in any::<u64>()) {
+        let mut rng = Rng(seed);
+        let src: Vec<BlockPq2_0> = (0..n_rows * k / QK).map(|_| {
+            let qs: [u8; 32] = std::array::from_fn(|_| rng.next() as u8);
+            BlockPq2_0 { d: f16::from_bits(rng.next() as u16 & 0x7BFF), qs }
+        }).collect();
+        let (_, x16) = pq2_mats(&src, n_rows, k);
+        // every code sits where format::BlockX16 says: word j/16, byte 4r + j%4, slot (j%16)/4
+        let nb = k / QK;
+        for r in 0..n_rows.next_multiple_of(16) {
+            for i in 0..nb {
+                let blk = &x16[(r / 16) * nb + i];
+                let (d, codes) = if r < n_rows { (src[r * nb + i].d, src[r * nb + i].codes()) } else { (f16::ZERO, [1; 128]) };
+                prop_assert_eq!(blk.d[r % 16].to_bits(), d.to_bits());
+                for (j, &code) in codes.iter().enumerate() {
+                    let byte = blk.qs[j / 16][4 * (r % 16) + j % 4];
+                    prop_assert_eq!((byte >> (2 * ((j % 16) / 4))) & 3, code, "row {} weight {}", r, j);
+                }
+            }
+        }
+        let mut back = vec![BlockPq2_0::default(); src.len()];
+        unpack_x16_to_pq2_0(&x16, n_rows, k, &mut back).unwrap();
+        prop_assert!(same_bytes(&back, &src));
+        // PTQ1_0 rows land as their PQ2_0 codes
+        let t = common::random_ptq1_0(&mut rng, n_rows, k);
+        let mut tx = vec![BlockX16::default(); x16.len()];
+        repack_ptq1_0_to_x16(&t, n_rows, k, &mut tx).unwrap();
+        unpack_x16_to_pq2_0(&tx, n_rows, k, &mut back).unwrap();
+        let want: Vec<BlockPq2_0> = t.iter().map(ptq1_0_to_pq2_0).collect();
+        prop_assert!(same_bytes(&back, &want));
+    }
+
+    #[test]
     fn ptq1_0_x4_repack_is_lossless((n_rows, k) in shape(), seed in any::<u64>()) {
         let src = common::random_ptq1_0(&mut Rng(seed), n_rows, k);
         let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * k / QK];
@@ -69,25 +115,26 @@ proptest! {
 
     /// Every kernel level's gemv equals the reference dot of each PQ2_0 row, bit for bit.
     #[test]
-    fn gemv_equals_reference_dot((n_rows, k) in shape(), w in pq2_blocks(24 * 6), seed in any::<u64>()) {
+    fn gemv_equals_reference_dot((n_rows, k) in shape(), w in pq2_blocks(MAX_BLOCKS), seed in any::<u64>()) {
         let src = &w[..n_rows * k / QK];
         let mut rng = Rng(seed);
         let act = common::random_acts(&mut rng, 1, k);
-        let mut t2p = vec![BlockT2p::default(); n_rows / 4 * k / QK];
-        repack_pq2_0_to_t2p(src, n_rows, k, &mut t2p).unwrap();
-        let pw = PackedWeights::t2p(&t2p, n_rows, k).unwrap();
+        let (t2p, x16) = pq2_mats(src, n_rows, k);
         let nb = k / QK;
-        for level in levels() {
-            let mut y = vec![f32::NAN; n_rows];
-            gemv(level, &pw, &act, &mut y, 0..n_rows).unwrap();
-            for r in 0..n_rows {
-                let want = vec_dot_pq2_0_q8_k(&src[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
-                prop_assert_eq!(y[r].to_bits(), want.to_bits(), "{} row {}", level.name(), r);
+        for pw in [PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::x16(&x16, n_rows, k).unwrap()] {
+            for level in levels_for(pw.layout()) {
+                let mut y = vec![f32::NAN; n_rows + 1];
+                gemv(level, &pw, &act, &mut y, 0..n_rows).unwrap();
+                for r in 0..n_rows {
+                    let want = vec_dot_pq2_0_q8_k(&src[r * nb..(r + 1) * nb], &act, Contract::Fused).unwrap();
+                    prop_assert_eq!(y[r].to_bits(), want.to_bits(), "{} {} row {}", pw.layout().name(), level.name(), r);
+                }
+                prop_assert!(y[n_rows].is_nan(), "a padding row was stored");
             }
         }
     }
 
-    /// gemm equals gemv per column, bit for bit, on every level and both layouts.
+    /// gemm equals gemv per column, bit for bit, on every level and every layout.
     #[test]
     fn gemm_equals_gemv_per_column((n_rows, k) in shape(), n_cols in 1usize..=9, seed in any::<u64>()) {
         let mut rng = Rng(seed);
@@ -98,10 +145,16 @@ proptest! {
         repack_ptq1_0_to_t2p(&src, n_rows, k, &mut t2p).unwrap();
         let mut x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * k / QK];
         repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
-        let mats = [PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap()];
+        let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+        repack_ptq1_0_to_x16(&src, n_rows, k, &mut x16).unwrap();
+        let mats = [
+            PackedWeights::t2p(&t2p, n_rows, k).unwrap(),
+            PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap(),
+            PackedWeights::x16(&x16, n_rows, k).unwrap(),
+        ];
         let nb = k / QK;
         for pw in &mats {
-            for level in levels() {
+            for level in levels_for(pw.layout()) {
                 let stride = n_rows + 3;
                 let mut ys = vec![f32::NAN; stride * n_cols];
                 gemm(level, pw, &a, &mut ys, stride, 0..n_rows).unwrap();
@@ -170,25 +223,27 @@ fn ptq1_0_digits_all_bytes_all_positions() {
     assert_eq!(checked, 256 * (24 * 5 + 2 * 4));
 }
 
-/// All-zero activation blocks carry `d = 0` and stale `bsums`; whatever the bsums hold, every
-/// level returns the reference bits.
+/// All-zero activation blocks carry `d = 0` and stale `bsums`; whatever the bsums hold (even in
+/// a block with `d != 0`), every level returns the reference bits.
 #[test]
 fn zero_activation_blocks_ignore_garbage_bsums() {
     let (n_rows, k) = (8, 1024);
     let mut rng = Rng(7);
     let src = common::random_pq2_0(&mut rng, n_rows, k);
-    let mut t2p = vec![BlockT2p::default(); n_rows / 4 * k / QK];
-    repack_pq2_0_to_t2p(&src, n_rows, k, &mut t2p).unwrap();
-    let pw = PackedWeights::t2p(&t2p, n_rows, k).unwrap();
+    let (t2p, x16) = pq2_mats(&src, n_rows, k);
     let mut act = common::random_acts(&mut rng, 1, k);
     act[1] = BlockQ8K { d: 0.0, qs: [0; 256], bsums: [i16::MIN; 16] };
     act[3] = BlockQ8K { d: 0.0, qs: [0; 256], bsums: [i16::MAX; 16] };
-    for level in levels() {
-        let mut y = vec![0.0f32; n_rows];
-        gemv(level, &pw, &act, &mut y, 0..n_rows).unwrap();
-        for r in 0..n_rows {
-            let want = vec_dot_pq2_0_q8_k(&src[r * 8..(r + 1) * 8], &act, Contract::Fused).unwrap();
-            assert_eq!(y[r].to_bits(), want.to_bits(), "{} row {r}", level.name());
+    // a block whose bsums lie although d != 0: the kernels sum the values themselves
+    act[2].bsums = [1234; 16];
+    for pw in [PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::x16(&x16, n_rows, k).unwrap()] {
+        for level in levels_for(pw.layout()) {
+            let mut y = vec![0.0f32; n_rows];
+            gemv(level, &pw, &act, &mut y, 0..n_rows).unwrap();
+            for r in 0..n_rows {
+                let want = vec_dot_pq2_0_q8_k(&src[r * 8..(r + 1) * 8], &act, Contract::Fused).unwrap();
+                assert_eq!(y[r].to_bits(), want.to_bits(), "{} {} row {r}", pw.layout().name(), level.name());
+            }
         }
     }
 }

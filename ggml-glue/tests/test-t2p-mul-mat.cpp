@@ -8,7 +8,7 @@
 //      with ggml's Q8_K quantization of the zero-padded columns), bit for bit;
 //  (b) stock output (PQ2_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
 //      activation quantizers' step sizes (see stock_bound below).
-// Where the plugin declines (no dotprod, GGML_T2P=0) only (b) runs, and the program checks that the
+// Where the plugin declines (no SIMD level, GGML_T2P=0) only (b) runs, and the program checks that the
 // buffer type is absent as expected. Exit status 0 means PASS.
 
 #include "ggml-alloc.h"
@@ -128,20 +128,27 @@ struct reference {
 
     // dst[c * rows + r]
     std::vector<float> gemm(const std::vector<float> & x, int64_t n_cols) const {
-        const int64_t k_pad = (k + 255) / 256 * 256;
-        size_t act_row = 0, act_size = 0;
-        CHECK(ggml_t2p_act_size(k, 1, &act_row) == GGML_T2P_OK, "act_size");
-        CHECK(ggml_t2p_act_size(k, n_cols, &act_size) == GGML_T2P_OK, "act_size");
-        std::vector<uint32_t> act((act_size + 3) / 4);   // 4-byte aligned
+        const int64_t nq    = (k + 255) / 256;
+        const int64_t k_pad = nq * 256;
+        const size_t  q8_row = ggml_row_size(GGML_TYPE_Q8_K, k_pad);
+        size_t act_size = 0;
+        CHECK(ggml_t2p_act_packed_size(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, k, n_cols, &act_size) == GGML_T2P_OK,
+              "act_packed_size");
+        std::vector<uint64_t> act((act_size + 63) / 8 + 8);   // GGML_T2P_ACT_ALIGN (16) after the adjustment below
+        char * act_base = (char *) (((uintptr_t) act.data() + 63) / 64 * 64);
+        std::vector<uint32_t> q8((q8_row + 3) / 4);           // one column of Q8_K, 4-byte aligned
         std::vector<float>    pad((size_t) k_pad, 0.0f);
         const ggml_from_float_t q8k = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
         for (int64_t c = 0; c < n_cols; ++c) {
             std::memcpy(pad.data(), x.data() + c * k, (size_t) k * sizeof(float));
-            q8k(pad.data(), (char *) act.data() + c * act_row, k_pad);
+            q8k(pad.data(), q8.data(), k_pad);
+            const int32_t st = ggml_t2p_act_pack(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, k, n_cols, c, 0, nq, q8.data(),
+                                                 q8_row, act_base, act_size);
+            CHECK(st == GGML_T2P_OK, "act_pack: %s", ggml_t2p_status_string(st));
         }
         std::vector<float> dst((size_t) (rows * n_cols));
         const int32_t st = ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed.data(), packed.size(), rows, k,
-                                         act.data(), act_size, n_cols, dst.data(), dst.size(), rows, 0, rows);
+                                         act_base, act_size, n_cols, dst.data(), dst.size(), rows, 0, rows);
         CHECK(st == GGML_T2P_OK, "reference gemm: %s", ggml_t2p_status_string(st));
         return dst;
     }
@@ -430,17 +437,13 @@ bool plugin_expected() {
     if (on && (!std::strcmp(on, "0") || !std::strcmp(on, "off") || !std::strcmp(on, "false") || !std::strcmp(on, "no"))) {
         return false;
     }
-    const char * k = std::getenv("GGML_T2P_KERNEL");
-    if (k && !std::strcmp(k, "ref")) {
-        return true;
+    const char * k      = std::getenv("GGML_T2P_KERNEL");
+    int32_t      kernel = GGML_T2P_KERNEL_AUTO;
+    if (k && *k && ggml_t2p_kernel_from_name(k, &kernel) != GGML_T2P_OK) {
+        kernel = GGML_T2P_KERNEL_AUTO;   // the shim warns and uses auto
     }
-    if (k && !std::strcmp(k, "dotprod")) {
-        return ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_DOTPROD, 4, 128) == GGML_T2P_OK;
-    }
-    if (k && !std::strcmp(k, "i8mm")) {
-        return ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_I8MM, 4, 128) == GGML_T2P_OK;
-    }
-    return ggml_t2p_best_kernel() != 0;
+    int32_t layout = -1;
+    return ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, kernel, 0, &layout) == GGML_T2P_OK;
 }
 
 std::vector<int64_t> widths_all() {
@@ -465,9 +468,11 @@ int main(int argc, char ** argv) {
         return 1;
     }
     const uint32_t feat = ggml_t2p_cpu_features();
-    std::printf("libggml_t2p %s; CPU features:%s%s%s; best kernel %s; GGML_T2P_KERNEL=%s\n", ggml_t2p_version(),
+    std::printf("libggml_t2p %s; CPU features:%s%s%s%s%s%s; best kernel %s; GGML_T2P_KERNEL=%s\n", ggml_t2p_version(),
                 feat & GGML_T2P_CPU_NEON ? " neon" : "", feat & GGML_T2P_CPU_DOTPROD ? " dotprod" : "",
-                feat & GGML_T2P_CPU_I8MM ? " i8mm" : "", ggml_t2p_best_kernel() ? ggml_t2p_kernel_name(ggml_t2p_best_kernel()) : "none",
+                feat & GGML_T2P_CPU_I8MM ? " i8mm" : "", feat & GGML_T2P_CPU_AVX2 ? " avx2" : "",
+                feat & GGML_T2P_CPU_AVXVNNI ? " avxvnni" : "", feat & GGML_T2P_CPU_AVX512VNNI ? " avx512vnni" : "",
+                ggml_t2p_best_kernel() ? ggml_t2p_kernel_name(ggml_t2p_best_kernel()) : "none",
                 std::getenv("GGML_T2P_KERNEL") ? std::getenv("GGML_T2P_KERNEL") : "(unset)");
 
     env.t2p             = find_t2p_buft(env.dev);

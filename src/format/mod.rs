@@ -1,5 +1,5 @@
 //! Block formats: the on-disk ggml blocks we read (PQ2_0, PTQ1_0), the activation block we
-//! consume (Q8_K) and the repacked layouts we run on (T2P, PTQ1_0x4).
+//! consume (Q8_K) and the repacked layouts we run on (T2P and PTQ1_0x4 on ARM, X16 on x86-64).
 //!
 //! Every type is `#[repr(C)]`, has no padding, and accepts any bit pattern, so a byte buffer of
 //! the right length and alignment can be viewed as a slice of blocks ([`cast_blocks`]).
@@ -9,11 +9,13 @@ mod pq2_0;
 mod ptq1_0;
 mod q8_k;
 mod t2p;
+mod x16;
 
 pub use pq2_0::BlockPq2_0;
 pub use ptq1_0::{ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS};
 pub use q8_k::BlockQ8K;
 pub use t2p::{t2p_position, BlockT2p, SPREAD};
+pub use x16::{transpose_2bit_4x4, x16_position, BlockX16, X16_ROWS, ZERO_ROW};
 
 use crate::Error;
 
@@ -26,8 +28,6 @@ pub const QK_K: usize = 256;
 pub const GGML_TYPE_PQ2_0: u32 = 142;
 /// ggml type id of PTQ1_0 in PrismML's fork (`GGML_TYPE_PTQ1_0`).
 pub const GGML_TYPE_PTQ1_0: u32 = 143;
-/// ggml type id of Q8_K.
-pub const GGML_TYPE_Q8_K: u32 = 15;
 
 /// Marker for block types that are plain old data: `repr(C)`, no padding, every bit pattern valid.
 ///
@@ -40,6 +40,7 @@ unsafe impl Pod for BlockPtq1_0 {}
 unsafe impl Pod for BlockPtq1_0x4 {}
 unsafe impl Pod for BlockQ8K {}
 unsafe impl Pod for BlockT2p {}
+unsafe impl Pod for BlockX16 {}
 unsafe impl Pod for u8 {}
 unsafe impl Pod for f32 {}
 
@@ -50,10 +51,10 @@ unsafe impl Pod for f32 {}
 /// not a multiple of `size_of::<T>()`.
 pub fn cast_blocks<T: Pod>(bytes: &[u8]) -> Result<&[T], Error> {
     let size = core::mem::size_of::<T>();
-    if bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
+    if !(bytes.as_ptr() as usize).is_multiple_of(core::mem::align_of::<T>()) {
         return Err(Error::Misaligned);
     }
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(Error::BufferSize);
     }
     // SAFETY: alignment and length checked above; T is Pod, so every bit pattern is a valid T.
@@ -66,10 +67,10 @@ pub fn cast_blocks<T: Pod>(bytes: &[u8]) -> Result<&[T], Error> {
 /// As [`cast_blocks`].
 pub fn cast_blocks_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], Error> {
     let size = core::mem::size_of::<T>();
-    if bytes.as_ptr() as usize % core::mem::align_of::<T>() != 0 {
+    if !(bytes.as_ptr() as usize).is_multiple_of(core::mem::align_of::<T>()) {
         return Err(Error::Misaligned);
     }
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(Error::BufferSize);
     }
     // SAFETY: as in cast_blocks, and the borrow is unique.
@@ -80,6 +81,35 @@ pub fn cast_blocks_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], Error> {
 pub fn as_bytes<T: Pod>(blocks: &[T]) -> &[u8] {
     // SAFETY: Pod types have no padding, so every byte is initialised.
     unsafe { core::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), core::mem::size_of_val(blocks)) }
+}
+
+/// The row-length rule shared by every path: `k` is a non-zero multiple of 128. Returns the
+/// number of 128-weight blocks per row.
+///
+/// # Errors
+/// [`Error::Shape`] otherwise.
+pub const fn check_k(k: usize) -> Result<usize, Error> {
+    if k == 0 || !k.is_multiple_of(QK) {
+        return Err(Error::Shape);
+    }
+    Ok(k / QK)
+}
+
+/// The matrix shape rule shared by the repack, the kernels and the C ABI (one source): `k` as in
+/// [`check_k`], `n_rows` a non-zero multiple of 4, and `n_rows * k/128` blocks without overflow.
+/// Returns the number of 128-weight blocks per row.
+///
+/// # Errors
+/// [`Error::Shape`] otherwise.
+pub const fn check_shape(n_rows: usize, k: usize) -> Result<usize, Error> {
+    let nb = match check_k(k) {
+        Ok(nb) => nb,
+        Err(e) => return Err(e),
+    };
+    if n_rows == 0 || !n_rows.is_multiple_of(4) || n_rows.checked_mul(nb).is_none() {
+        return Err(Error::Shape);
+    }
+    Ok(nb)
 }
 
 /// Number of Q8_K blocks that hold one activation row of `k` values. Rows whose `k` is a multiple

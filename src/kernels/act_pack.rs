@@ -1,28 +1,48 @@
-//! Activation packing done once per kernel call, in per-thread scratch that is reused.
+//! The activation (LHS) pack: Q8_K activation rows rearranged once per matrix multiplication into
+//! the form the chosen kernel reads, KleidiAI style: the packed format is this crate's business,
+//! callers only ask for its size ([`packed_size`]) and fill it ([`pack_raw`], safe for disjoint
+//! pieces from several threads at once).
 //!
-//! - [`ActDup`]: one column's 128-value half block with each 8-value chunk duplicated into a
-//!   16-byte `sdot` operand `[y | y]`, plus the Q8_K scale and the negated sum of the 128 values
-//!   (from `bsums`), for the gemv kernels: they load operands with plain `ldp` instead of 16
-//!   `ld1r` (and their address arithmetic) per block, for every row group.
-//! - [`ActBlockX4`] ("Q8_Kx4"): four columns interleaved in 8-byte chunks, the `smmla` right
-//!   operand as is (and, with `ld4r`, the duplicated `sdot` operands), plus their scales and sums.
-//!   Columns past `n_cols` are zero (scale 0, sum 0), so a batch that is not a multiple of the tile
-//!   width runs as one padded pass whose extra outputs are dropped.
+//! Three formats, picked by [`ActFormat::for_kernel`] from the layout, kernel level and batch width:
 //!
-//! A half whose Q8_K scale is 0 gets sum 0: the reference quantizer leaves such blocks' `bsums`
-//! unwritten, and their contribution is `0 * anything` either way.
+//! | format | element | for |
+//! |---|---|---|
+//! | [`ActFormat::Halves`] | [`Q8Half`]: one column's 128 values, scale, `-sum` | x86 kernels (activation groups are broadcast from it), the scalar reference |
+//! | [`ActFormat::Dup`] | [`ActDup`]: each 8-value chunk duplicated `[y \| y]` | ARM `sdot` gemv (one column) |
+//! | [`ActFormat::X4`] | [`ActBlockX4`] ("Q8_Kx4"): 4 columns interleaved in 8-byte chunks | ARM `smmla` and `sdot` gemm |
+//!
+//! Element `i` of a column is the half `i % 2` of its Q8_K block `i / 2` that 128-weight block `i`
+//! of a weight row meets (a row of `k = 128 * odd` values has `k/128` halves: the zero-padded half
+//! of its last Q8_K block is not packed). Every element stores `-sum(y)` of its 128 values computed
+//! from the values themselves, so the Q8_K `bsums` (which the reference quantizer leaves stale in
+//! all-zero blocks) are never read.
 
-use crate::format::BlockQ8K;
-use crate::reference::q8k_half;
-use core::cell::RefCell;
+use crate::format::{cast_blocks, check_k, BlockQ8K, Pod, QK};
+use crate::kernels::KernelLevel;
+use crate::repack::Layout;
+use crate::Error;
+use core::mem::size_of;
+use core::ptr::addr_of_mut;
 
-/// Scale and value sum of one 128-value half of a Q8_K block.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ActHalf {
+/// One column's 128-value half block: the values, the Q8_K scale and the negated value sum.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct Q8Half {
+    /// The 128 int8 values (group `g` of 4 values at bytes `4g .. 4g+4`).
+    pub qs: [i8; 128],
     /// The Q8_K block's `d`.
     pub d: f32,
-    /// `sum(qs)` over the half (0 when `d == 0`).
-    pub ysum: i32,
+    /// `-sum(qs)`.
+    pub nysum: i32,
+    _pad: [u32; 2],
+}
+
+const _: () = assert!(size_of::<Q8Half>() == 144);
+
+impl Default for Q8Half {
+    fn default() -> Self {
+        Q8Half { qs: [0; 128], d: 0.0, nysum: 0, _pad: [0; 2] }
+    }
 }
 
 /// One column's 128-value half block prepared for `sdot`: chunk `c` (values `8c..8c+8`)
@@ -34,12 +54,12 @@ pub struct ActDup {
     pub qs: [[i8; 16]; 16],
     /// The Q8_K block's `d`.
     pub d: f32,
-    /// `-sum(y)` over the half (0 when `d == 0`).
+    /// `-sum(y)` over the half.
     pub nysum: i32,
     _pad: [u32; 2],
 }
 
-const _: () = assert!(core::mem::size_of::<ActDup>() == 272);
+const _: () = assert!(size_of::<ActDup>() == 272);
 
 impl Default for ActDup {
     fn default() -> Self {
@@ -55,13 +75,15 @@ impl Default for ActDup {
 /// them as they are: `yd[q] = [d(2q), d(2q+1), d(2q), d(2q+1)]`, `nysum[p][q]` likewise with the
 /// negated value sums and `ysum[p][q]` with the sums. The sums are stored once per row pair `p`
 /// (two identical copies): the `smmla` accumulators of both row pairs start from them, and two
-/// loads are free where one load and a register copy would cost a SIMD instruction.
+/// loads are free where one load and a register copy would cost a SIMD instruction. Columns past
+/// the batch are zero (scale 0, sums 0), so a batch that is not a multiple of the tile width runs
+/// as one padded pass whose extra outputs are dropped.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct ActBlockX4 {
     /// Scales, per column pair, in `smmla` lane order.
     pub yd: [[f32; 4]; 2],
-    /// Negated value sums (0 where the scale is 0), `[row pair][column pair]`, `smmla` lane order.
+    /// Negated value sums, `[row pair][column pair]`, `smmla` lane order.
     pub nysum: [[[i32; 4]; 2]; 2],
     /// Value sums, the same way.
     pub ysum: [[[i32; 4]; 2]; 2],
@@ -69,7 +91,7 @@ pub struct ActBlockX4 {
     pub qs: [i8; 512],
 }
 
-const _: () = assert!(core::mem::size_of::<ActBlockX4>() == 672);
+const _: () = assert!(size_of::<ActBlockX4>() == 672);
 
 impl Default for ActBlockX4 {
     fn default() -> Self {
@@ -77,78 +99,269 @@ impl Default for ActBlockX4 {
     }
 }
 
-impl ActBlockX4 {
-    /// Scale of column `j` (0..4).
-    #[inline]
-    pub fn d(&self, j: usize) -> f32 {
-        self.yd[j / 2][j % 2]
+// SAFETY: repr(C), no padding (sizes asserted above are the sums of the fields), any bit pattern.
+unsafe impl Pod for Q8Half {}
+// SAFETY: as above.
+unsafe impl Pod for ActDup {}
+// SAFETY: as above.
+unsafe impl Pod for ActBlockX4 {}
+
+/// The packed activation formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ActFormat {
+    /// [`Q8Half`] per column and 128-weight block, column major: element `col * nb + i`.
+    Halves,
+    /// [`ActDup`] per 128-weight block of the single column.
+    Dup,
+    /// [`ActBlockX4`] per group of 4 columns and 128-weight block: element `(col / 4) * nb + i`.
+    X4,
+}
+
+impl ActFormat {
+    /// The format the kernels of `level` read for `layout` and `n_cols` columns.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] if `level` has no kernels for `layout`.
+    pub fn for_kernel(layout: Layout, level: KernelLevel, n_cols: usize) -> Result<Self, Error> {
+        if !level.runs(layout) {
+            return Err(Error::Unsupported);
+        }
+        Ok(match level {
+            KernelLevel::Dotprod | KernelLevel::I8mm if n_cols == 1 => ActFormat::Dup,
+            KernelLevel::Dotprod | KernelLevel::I8mm => ActFormat::X4,
+            _ => ActFormat::Halves,
+        })
     }
-    /// Value sum of column `j` (0..4).
-    #[inline]
-    pub fn ysum(&self, j: usize) -> i32 {
-        self.ysum[0][j / 2][j % 2]
+
+    /// Bytes of one element.
+    pub fn element_size(self) -> usize {
+        match self {
+            ActFormat::Halves => size_of::<Q8Half>(),
+            ActFormat::Dup => size_of::<ActDup>(),
+            ActFormat::X4 => size_of::<ActBlockX4>(),
+        }
+    }
+
+    /// Elements for `n_cols` columns of `nb` halves.
+    fn elements(self, nb: usize, n_cols: usize) -> Option<usize> {
+        match self {
+            ActFormat::Halves => n_cols.checked_mul(nb),
+            ActFormat::Dup => (n_cols <= 1).then_some(n_cols * nb),
+            ActFormat::X4 => n_cols.div_ceil(4).checked_mul(nb),
+        }
     }
 }
 
-/// Scale and sum of half `h` of `b`.
+/// Alignment the packed buffer needs (the elements' alignment).
+pub const PACKED_ALIGN: usize = 16;
+
+/// Bytes of the packed activations of `n_cols` columns of length `k` (0 for no columns).
+///
+/// # Errors
+/// [`Error::Shape`] for `k` outside [`check_k`], an overflowing size, or [`ActFormat::Dup`] with
+/// more than one column.
+pub fn packed_size(format: ActFormat, k: usize, n_cols: usize) -> Result<usize, Error> {
+    let nb = check_k(k)?;
+    format
+        .elements(nb, n_cols)
+        .and_then(|e| e.checked_mul(format.element_size()))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(Error::Shape)
+}
+
+/// `-sum` of 128 values.
 #[inline]
-pub fn act_half(b: &BlockQ8K, h: usize) -> ActHalf {
-    ActHalf { d: b.d, ysum: if b.d == 0.0 { 0 } else { b.half_sum(h) } }
+fn neg_sum(qs: &[i8]) -> i32 {
+    -qs.iter().map(|&q| i32::from(q)).sum::<i32>()
 }
 
-thread_local! {
-    static DUP: RefCell<Vec<ActDup>> = const { RefCell::new(Vec::new()) };
-    static X4: RefCell<Vec<ActBlockX4>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on the `nb` [`ActDup`] blocks of one activation column (`ceil(nb/2)` Q8_K blocks).
-pub fn with_dup<R>(col: &[BlockQ8K], nb: usize, f: impl FnOnce(&[ActDup]) -> R) -> R {
-    DUP.with(|cell| {
-        let mut v = cell.borrow_mut();
-        v.clear();
-        v.extend((0..nb).map(|i| {
-            let half = act_half(&col[i / 2], i % 2);
-            let (src, _) = q8k_half(col, i);
-            let mut out = ActDup { d: half.d, nysum: -half.ysum, ..Default::default() };
-            for (c, dst) in out.qs.iter_mut().enumerate() {
-                dst[..8].copy_from_slice(&src[8 * c..8 * c + 8]);
-                dst[8..].copy_from_slice(&src[8 * c..8 * c + 8]);
+/// Writes column `col`'s element for half `i` (values `qs`, scale `d`).
+///
+/// # Safety
+/// `base` points at a packed buffer of `format` for `n_cols` columns of `nb` halves, aligned to
+/// [`PACKED_ALIGN`]; no other thread accesses the bytes of this (column, half) while it runs
+/// (other columns' lanes of the same [`ActBlockX4`] may be written at the same time: only this
+/// column's lane bytes are touched, through raw pointers).
+unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i: usize, qs: &[i8], d: f32) {
+    let nysum = neg_sum(qs);
+    // SAFETY: every offset is inside the element of (col, i), per the caller's contract.
+    unsafe {
+        match format {
+            ActFormat::Halves => {
+                let mut h = Q8Half { d, nysum, ..Default::default() };
+                h.qs.copy_from_slice(qs);
+                base.cast::<Q8Half>().add(col * nb + i).write(h);
             }
-            out
-        }));
-        f(&v)
-    })
-}
-
-/// Packs `n_cols` columns (column `j` = `act[j*stride..]`, `stride = ceil(nb/2)` blocks) into
-/// `ceil(n_cols/4)` groups of `nb` [`ActBlockX4`], group-major (`[group * nb + i]`), padding the
-/// last group with zero columns, then runs `f` on them.
-pub fn with_x4<R>(act: &[BlockQ8K], n_cols: usize, nb: usize, f: impl FnOnce(&[ActBlockX4]) -> R) -> R {
-    let stride = nb.div_ceil(2);
-    let groups = n_cols.div_ceil(4);
-    X4.with(|cell| {
-        let mut v = cell.borrow_mut();
-        v.clear();
-        v.resize(groups * nb, ActBlockX4::default());
-        for j in 0..n_cols {
-            let (grp, lane) = (j / 4, j % 4);
-            let col = &act[j * stride..(j + 1) * stride];
-            for i in 0..nb {
-                let half = act_half(&col[i / 2], i % 2);
-                let dst = &mut v[grp * nb + i];
-                for slot in [lane % 2, lane % 2 + 2] {
-                    dst.yd[lane / 2][slot] = half.d;
+            ActFormat::Dup => {
+                let mut out = ActDup { d, nysum, ..Default::default() };
+                for (c, dst) in out.qs.iter_mut().enumerate() {
+                    dst[..8].copy_from_slice(&qs[8 * c..8 * c + 8]);
+                    dst[8..].copy_from_slice(&qs[8 * c..8 * c + 8]);
+                }
+                base.cast::<ActDup>().add(i).write(out);
+            }
+            ActFormat::X4 => {
+                let e = base.cast::<ActBlockX4>().add((col / 4) * nb + i);
+                let lane = col % 4;
+                let (q, s) = (lane / 2, lane % 2);
+                for slot in [s, s + 2] {
+                    addr_of_mut!((*e).yd[q][slot]).write(d);
                     for p in 0..2 {
-                        dst.nysum[p][lane / 2][slot] = -half.ysum;
-                        dst.ysum[p][lane / 2][slot] = half.ysum;
+                        addr_of_mut!((*e).nysum[p][q][slot]).write(nysum);
+                        addr_of_mut!((*e).ysum[p][q][slot]).write(-nysum);
                     }
                 }
-                let (src, _) = q8k_half(col, i);
+                let dst = addr_of_mut!((*e).qs).cast::<i8>();
                 for c in 0..16 {
-                    dst.qs[(4 * c + lane) * 8..(4 * c + lane) * 8 + 8].copy_from_slice(&src[8 * c..8 * c + 8]);
+                    core::ptr::copy_nonoverlapping(qs.as_ptr().add(8 * c), dst.add((4 * c + lane) * 8), 8);
                 }
             }
         }
-        f(&v)
-    })
+    }
+}
+
+/// Packs Q8_K blocks `blocks` of column `col` (of `n_cols` columns of length `k`) into the packed
+/// buffer at `dst`. `q8k` holds exactly those blocks (`blocks.len()` Q8_K blocks, in order).
+///
+/// Every call writes only the elements of its (column, halves) and, when `col == n_cols - 1`, the
+/// zero padding lanes of the last [`ActFormat::X4`] group for the same halves. So calls whose
+/// (column, block range) pieces do not overlap may run on different threads at once, and calls
+/// that together cover every block of every column fill the whole buffer.
+///
+/// # Errors
+/// [`Error::Shape`] for `k` outside [`check_k`], `col >= n_cols`, a block range outside
+/// `0..ceil(k/256)` or `q8k.len() != blocks.len()`; [`Error::BufferSize`] if `dst_len` is smaller
+/// than [`packed_size`]; [`Error::Null`] / [`Error::Misaligned`] for a null or misaligned `dst`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `dst_len` bytes, and no other thread may access the bytes
+/// this call writes while it runs.
+#[allow(clippy::too_many_arguments)] // the C ABI's ggml_t2p_act_pack, one to one
+pub unsafe fn pack_raw(
+    format: ActFormat,
+    k: usize,
+    n_cols: usize,
+    col: usize,
+    blocks: core::ops::Range<usize>,
+    q8k: &[BlockQ8K],
+    dst: *mut u8,
+    dst_len: usize,
+) -> Result<(), Error> {
+    let nb = check_k(k)?;
+    let nq = nb.div_ceil(2);
+    if col >= n_cols || blocks.start > blocks.end || blocks.end > nq || q8k.len() != blocks.len() {
+        return Err(Error::Shape);
+    }
+    if dst_len < packed_size(format, k, n_cols)? {
+        return Err(Error::BufferSize);
+    }
+    if blocks.is_empty() {
+        return Ok(());
+    }
+    if dst.is_null() {
+        return Err(Error::Null);
+    }
+    if !(dst as usize).is_multiple_of(PACKED_ALIGN) {
+        return Err(Error::Misaligned);
+    }
+    let pad_cols = if format == ActFormat::X4 && col + 1 == n_cols { n_cols..n_cols.div_ceil(4) * 4 } else { 0..0 };
+    let zero = [0i8; QK];
+    for (b, blk) in blocks.zip(q8k) {
+        for h in 0..2 {
+            let i = 2 * b + h;
+            if i >= nb {
+                break; // the zero-padded half of a row of k = 128 * odd
+            }
+            // SAFETY: (col, i) and the padding lanes are this call's, per the contract.
+            unsafe {
+                write_half(format, dst, nb, col, i, &blk.qs[QK * h..QK * h + QK], blk.d);
+                for pc in pad_cols.clone() {
+                    write_half(format, dst, nb, pc, i, &zero, 0.0);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Packed activations in memory that this crate owns (aligned to 64 bytes).
+#[derive(Clone, Debug)]
+pub struct ActPack {
+    format: ActFormat,
+    k: usize,
+    n_cols: usize,
+    len: usize,
+    buf: Vec<Align64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Align64([u8; 64]);
+
+impl ActPack {
+    /// Packs all `n_cols` columns of `act` (each `ceil(k/256)` Q8_K blocks, back to back).
+    ///
+    /// # Errors
+    /// As [`packed_size`]; [`Error::BufferSize`] if `act` is too short.
+    pub fn new(format: ActFormat, k: usize, n_cols: usize, act: &[BlockQ8K]) -> Result<Self, Error> {
+        let len = packed_size(format, k, n_cols)?;
+        let nq = k.div_ceil(2 * QK);
+        if act.len() < n_cols.checked_mul(nq).ok_or(Error::Shape)? {
+            return Err(Error::BufferSize);
+        }
+        let mut buf = vec![Align64([0; 64]); len.div_ceil(64)];
+        for col in 0..n_cols {
+            // SAFETY: the buffer is ours, 64-byte aligned and len bytes long.
+            unsafe {
+                pack_raw(format, k, n_cols, col, 0..nq, &act[col * nq..(col + 1) * nq], buf.as_mut_ptr().cast(), len)?
+            };
+        }
+        Ok(ActPack { format, k, n_cols, len, buf })
+    }
+
+    /// A view for the kernels.
+    pub fn view(&self) -> PackedActs<'_> {
+        // SAFETY: buf holds at least len initialised bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.len) };
+        PackedActs { format: self.format, k: self.k, n_cols: self.n_cols, bytes }
+    }
+}
+
+/// A packed activation buffer of `n_cols` columns of length `k` in `format`.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedActs<'a> {
+    /// The format.
+    pub format: ActFormat,
+    /// Values per column before padding (a multiple of 128).
+    pub k: usize,
+    /// Columns.
+    pub n_cols: usize,
+    /// At least [`packed_size`] bytes, aligned to [`PACKED_ALIGN`].
+    pub bytes: &'a [u8],
+}
+
+impl<'a> PackedActs<'a> {
+    /// Checks the buffer against the shape.
+    ///
+    /// # Errors
+    /// As [`packed_size`]; [`Error::BufferSize`] if `bytes` is too short; [`Error::Misaligned`].
+    pub fn new(format: ActFormat, k: usize, n_cols: usize, bytes: &'a [u8]) -> Result<Self, Error> {
+        let need = packed_size(format, k, n_cols)?;
+        if bytes.len() < need {
+            return Err(Error::BufferSize);
+        }
+        if need > 0 && !(bytes.as_ptr() as usize).is_multiple_of(PACKED_ALIGN) {
+            return Err(Error::Misaligned);
+        }
+        Ok(PackedActs { format, k, n_cols, bytes: &bytes[..need] })
+    }
+
+    /// The elements as `T` (which must be the format's element type).
+    pub(crate) fn elements<T: Pod>(&self) -> &'a [T] {
+        debug_assert_eq!(size_of::<T>(), self.format.element_size());
+        if self.bytes.is_empty() {
+            return &[];
+        }
+        cast_blocks(self.bytes).expect("checked by PackedActs::new")
+    }
 }

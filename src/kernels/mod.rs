@@ -2,20 +2,26 @@
 //!
 //! A kernel computes, for weight rows `rows` of a repacked matrix and every activation column,
 //! the reference dot of [`crate::reference::vec_dot_pq2_0_q8_k`] (or its PTQ1_0 twin), bit for
-//! bit. Levels, from portable to fastest:
+//! bit, from activations packed once per matrix multiplication ([`act_pack`]). Levels, from
+//! portable to fastest, and the layout each runs on:
 //!
-//! | level | gemv (1 column) | gemm (several columns) |
-//! |---|---|---|
-//! | [`KernelLevel::Reference`] | `_generic` scalar twins ([`scalar`]) | the same, per column |
-//! | [`KernelLevel::Dotprod`] | `sdot`, 4 rows x 16-byte words | `sdot`, 4 rows x 4 columns |
-//! | [`KernelLevel::I8mm`] | `sdot` (as dotprod) | `smmla`, 4 rows x 16 (then 8, 4) columns |
+//! | level | layouts | gemv (1 column) | gemm (several columns) |
+//! |---|---|---|---|
+//! | [`KernelLevel::Reference`] | all | `_generic` scalar twins ([`scalar`]) | the same |
+//! | [`KernelLevel::Dotprod`] | T2P, PTQ1_0x4 | `sdot`, 4 rows | `sdot`, 4 rows x 4 columns |
+//! | [`KernelLevel::I8mm`] | T2P, PTQ1_0x4 | `sdot` (as dotprod) | `smmla`, 4 rows x 16 (then 8, 4) columns |
+//! | [`KernelLevel::Avx2`] | X16 | `vpmaddubsw`, 16 rows | `vpmaddubsw`, 16 rows x 2 columns |
+//! | [`KernelLevel::AvxVnni`] | X16 | `vpdpbusd` ymm, 16 rows | `vpdpbusd` ymm, 16 rows x 2 columns |
+//! | [`KernelLevel::Avx512Vnni`] | X16 | `vpdpbusd` zmm, 16 rows | `vpdpbusd` zmm, 16 rows x 8 columns |
 //!
-//! [`KernelLevel::best`] is `None` on a CPU without dotprod: callers then decline and stock code
-//! runs. Nothing in here knows about ggml; the C ABI in [`crate::ffi`] is a thin layer on
-//! [`gemm_raw`].
+//! [`KernelLevel::best`] is `None` on a CPU without dotprod (ARM) or without AVX2+FMA+F16C (x86):
+//! callers then decline and stock code runs. Nothing in here knows about ggml; the C ABI in
+//! [`crate::ffi`] is a thin layer on [`gemm_raw`] and [`act_pack::pack_raw`].
 
-use crate::format::{q8k_blocks_per_row, BlockPtq1_0x4, BlockQ8K, BlockT2p, QK};
+use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
+use crate::repack::{repacked_blocks, Layout, SourceType};
 use crate::Error;
+use act_pack::{ActBlockX4, ActDup, ActFormat, ActPack, PackedActs, Q8Half};
 use core::ops::Range;
 
 pub mod act_pack;
@@ -24,11 +30,22 @@ pub mod scalar;
 #[cfg(target_arch = "aarch64")]
 mod asm;
 #[cfg(target_arch = "aarch64")]
+mod decode;
+#[cfg(target_arch = "aarch64")]
 pub mod neon_dotprod;
 #[cfg(target_arch = "aarch64")]
 pub mod neon_i8mm;
 #[cfg(target_arch = "aarch64")]
 pub mod ptq1_0_neon;
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_avx512vnni;
+#[cfg(target_arch = "x86_64")]
+pub mod x86_avxvnni;
 
 /// CPU features the kernels care about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -39,28 +56,52 @@ pub struct CpuFeatures {
     pub dotprod: bool,
     /// `smmla` and friends (FEAT_I8MM, Armv8.6+).
     pub i8mm: bool,
+    /// AVX2 with FMA and F16C (Haswell, Zen 1 and later): the x86 baseline of the X16 kernels.
+    pub avx2: bool,
+    /// AVX-VNNI (VEX `vpdpbusd` on ymm; Alder Lake, Sapphire Rapids, Zen 5) on top of `avx2`.
+    pub avxvnni: bool,
+    /// AVX-512 F, BW, VL and VNNI (EVEX `vpdpbusd` on zmm; Ice Lake, Sapphire Rapids, Zen 4) on
+    /// top of `avx2`.
+    pub avx512vnni: bool,
+    /// The CPU vendor is AMD (x86 only; used to choose between ymm and zmm).
+    pub amd: bool,
 }
 
 impl CpuFeatures {
-    /// Features of the running CPU (run-time detection; all false off aarch64).
+    /// Features of the running CPU (run-time detection).
     pub fn detect() -> Self {
+        #[allow(unused_mut)]
+        let mut f = CpuFeatures::default();
         #[cfg(target_arch = "aarch64")]
         {
-            CpuFeatures {
-                neon: std::arch::is_aarch64_feature_detected!("neon"),
-                dotprod: std::arch::is_aarch64_feature_detected!("dotprod"),
-                i8mm: std::arch::is_aarch64_feature_detected!("i8mm"),
-            }
+            f.neon = std::arch::is_aarch64_feature_detected!("neon");
+            f.dotprod = std::arch::is_aarch64_feature_detected!("dotprod");
+            f.i8mm = std::arch::is_aarch64_feature_detected!("i8mm");
         }
-        #[cfg(not(target_arch = "aarch64"))]
+        #[cfg(target_arch = "x86_64")]
         {
-            CpuFeatures::default()
+            use std::arch::is_x86_feature_detected as has;
+            f.avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            f.avxvnni = f.avx2 && has!("avxvnni");
+            f.avx512vnni = f.avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
+            // SAFETY: cpuid leaf 0 exists on every x86-64 CPU (a safe function in newer Rust).
+            #[allow(unused_unsafe)]
+            let id = unsafe { core::arch::x86_64::__cpuid(0) };
+            f.amd = (id.ebx, id.edx, id.ecx) == (0x6874_7541, 0x6974_6E65, 0x444D_4163);
+            // "AuthenticAMD"
         }
+        f
     }
 
-    /// Bit mask as in the C header: 1 = NEON, 2 = dotprod, 4 = i8mm.
+    /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
+    /// 32 AVX-512 VNNI (+F, BW, VL).
     pub fn bits(self) -> u32 {
-        u32::from(self.neon) | u32::from(self.dotprod) << 1 | u32::from(self.i8mm) << 2
+        u32::from(self.neon)
+            | u32::from(self.dotprod) << 1
+            | u32::from(self.i8mm) << 2
+            | u32::from(self.avx2) << 3
+            | u32::from(self.avxvnni) << 4
+            | u32::from(self.avx512vnni) << 5
     }
 }
 
@@ -74,46 +115,120 @@ pub enum KernelLevel {
     Dotprod = 2,
     /// NEON with `sdot` and `smmla` (Armv8.6 i8mm: Neoverse-V2, Apple M2+, Oryon).
     I8mm = 3,
+    /// x86-64 AVX2 + FMA + F16C: `vpmaddubsw` on X16 (int16 sums, exact by bound).
+    Avx2 = 4,
+    /// x86-64 AVX-VNNI: `vpdpbusd` on ymm, X16.
+    AvxVnni = 5,
+    /// x86-64 AVX-512 VNNI: `vpdpbusd` on zmm, X16.
+    Avx512Vnni = 6,
 }
 
 impl KernelLevel {
     /// All levels, portable first.
-    pub const ALL: [KernelLevel; 3] = [KernelLevel::Reference, KernelLevel::Dotprod, KernelLevel::I8mm];
+    pub const ALL: [KernelLevel; 6] = [
+        KernelLevel::Reference,
+        KernelLevel::Dotprod,
+        KernelLevel::I8mm,
+        KernelLevel::Avx2,
+        KernelLevel::AvxVnni,
+        KernelLevel::Avx512Vnni,
+    ];
 
     /// Parses the C value; `None` for anything else.
     pub fn from_i32(v: i32) -> Option<Self> {
         Self::ALL.into_iter().find(|l| *l as i32 == v)
     }
 
-    /// Short name, as printed in logs (`ref`, `dotprod`, `i8mm`).
+    /// Parses a name as printed by [`KernelLevel::name`]; `None` for anything else.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Short name, as printed in logs and accepted by `GGML_T2P_KERNEL` (`ref`, `dotprod`,
+    /// `i8mm`, `avx2`, `avxvnni`, `avx512vnni`).
     pub fn name(self) -> &'static str {
+        self.name_c().trim_end_matches('\0')
+    }
+
+    /// [`KernelLevel::name`] NUL-terminated, for the C ABI.
+    pub(crate) fn name_c(self) -> &'static str {
         match self {
-            KernelLevel::Reference => "ref",
-            KernelLevel::Dotprod => "dotprod",
-            KernelLevel::I8mm => "i8mm",
+            KernelLevel::Reference => "ref\0",
+            KernelLevel::Dotprod => "dotprod\0",
+            KernelLevel::I8mm => "i8mm\0",
+            KernelLevel::Avx2 => "avx2\0",
+            KernelLevel::AvxVnni => "avxvnni\0",
+            KernelLevel::Avx512Vnni => "avx512vnni\0",
+        }
+    }
+
+    /// Whether this level has kernels for `layout`.
+    pub fn runs(self, layout: Layout) -> bool {
+        match self {
+            KernelLevel::Reference => true,
+            KernelLevel::Dotprod | KernelLevel::I8mm => matches!(layout, Layout::T2p | Layout::Ptq1_0x4),
+            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni => layout == Layout::X16,
         }
     }
 
     /// Whether this level's kernels can run on the current CPU and build.
     pub fn is_available(self) -> bool {
-        let f = CpuFeatures::detect();
+        self.is_available_on(CpuFeatures::detect())
+    }
+
+    /// Whether this level's kernels can run on a CPU with features `f` in this build.
+    pub fn is_available_on(self, f: CpuFeatures) -> bool {
+        let arm = cfg!(target_arch = "aarch64");
+        let x86 = cfg!(target_arch = "x86_64");
         match self {
             KernelLevel::Reference => true,
-            KernelLevel::Dotprod => cfg!(target_arch = "aarch64") && f.neon && f.dotprod,
-            KernelLevel::I8mm => cfg!(target_arch = "aarch64") && f.neon && f.dotprod && f.i8mm,
+            KernelLevel::Dotprod => arm && f.neon && f.dotprod,
+            KernelLevel::I8mm => arm && f.neon && f.dotprod && f.i8mm,
+            KernelLevel::Avx2 => x86 && f.avx2,
+            KernelLevel::AvxVnni => x86 && f.avxvnni,
+            KernelLevel::Avx512Vnni => x86 && f.avx512vnni,
         }
     }
 
-    /// The fastest level the CPU runs, or `None` when it has no dotprod. `None` means "decline":
-    /// the scalar kernels are exact but slower than stock ggml, so a caller should leave such
-    /// weights to stock code.
+    /// The fastest level the CPU runs, or `None` when it has no dotprod (ARM) or no AVX2 + FMA +
+    /// F16C (x86). `None` means "decline": the scalar kernels are exact but slower than stock
+    /// ggml, so a caller should leave such weights to stock code.
+    ///
+    /// On x86 with both VNNI forms, ymm (AVX-VNNI) is preferred on Intel and zmm (AVX-512 VNNI) on
+    /// AMD: on an Emerald Rapids Xeon the ymm form matched or beat zmm in the issue-8 probe
+    /// (vpdpbusd ymm issues on two ports, zmm on one, and ymm keeps clocks up), while Zen 4
+    /// lacks AVX-VNNI and Zen 5 runs zmm at full width.
     pub fn best() -> Option<Self> {
-        [KernelLevel::I8mm, KernelLevel::Dotprod].into_iter().find(|l| l.is_available())
+        Self::best_on(CpuFeatures::detect())
+    }
+
+    /// [`KernelLevel::best`] for a CPU with features `f`.
+    pub fn best_on(f: CpuFeatures) -> Option<Self> {
+        let order: &[KernelLevel] = if f.amd {
+            &[KernelLevel::Avx512Vnni, KernelLevel::AvxVnni, KernelLevel::Avx2]
+        } else {
+            &[KernelLevel::AvxVnni, KernelLevel::Avx512Vnni, KernelLevel::Avx2]
+        };
+        [KernelLevel::I8mm, KernelLevel::Dotprod].iter().chain(order).copied().find(|l| l.is_available_on(f))
+    }
+
+    /// The layout this level runs weights of `src` on: X16 for the x86 levels, T2P on ARM (or
+    /// PTQ1_0x4 for PTQ1_0 with `prefer_compact`, keeping 1.75 bits per weight), and for the
+    /// reference level the layout the best level of this CPU would use (X16 on x86, else T2P).
+    pub fn layout_for(self, src: SourceType, prefer_compact: bool) -> Layout {
+        let arm_layout = if prefer_compact && src == SourceType::Ptq1_0 { Layout::Ptq1_0x4 } else { Layout::T2p };
+        match self {
+            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni => Layout::X16,
+            KernelLevel::Dotprod | KernelLevel::I8mm => arm_layout,
+            KernelLevel::Reference if cfg!(target_arch = "x86_64") => Layout::X16,
+            KernelLevel::Reference => arm_layout,
+        }
     }
 }
 
 /// A repacked weight matrix of `n_rows x k` weights (`n_rows % 4 == 0`, `k % 128 == 0`), stored
-/// row-group major: all `k/128` blocks of rows 0..4, then rows 4..8, and so on.
+/// tile major: all `k/128` blocks of rows `0..tile`, then the next tile (tile = 4 rows for T2P and
+/// PTQ1_0x4, 16 for X16, whose last tile may be padded).
 #[derive(Clone, Copy, Debug)]
 pub enum PackedWeights<'a> {
     /// T2P blocks (from PQ2_0 or PTQ1_0).
@@ -134,14 +249,19 @@ pub enum PackedWeights<'a> {
         /// Weights per row.
         k: usize,
     },
+    /// X16 blocks (from PQ2_0 or PTQ1_0; x86-64).
+    X16 {
+        /// `ceil(n_rows/16) * k/128` blocks.
+        blocks: &'a [BlockX16],
+        /// Output rows.
+        n_rows: usize,
+        /// Weights per row.
+        k: usize,
+    },
 }
 
-fn check_matrix(n_rows: usize, k: usize, n_blocks: usize) -> Result<(), Error> {
-    if n_rows == 0 || k == 0 || n_rows % 4 != 0 || k % QK != 0 {
-        return Err(Error::Shape);
-    }
-    let need = (n_rows / 4).checked_mul(k / QK).ok_or(Error::Shape)?;
-    if n_blocks < need {
+fn check_matrix(layout: Layout, n_rows: usize, k: usize, n_blocks: usize) -> Result<(), Error> {
+    if n_blocks < repacked_blocks(layout, n_rows, k)? {
         return Err(Error::BufferSize);
     }
     Ok(())
@@ -151,10 +271,10 @@ impl<'a> PackedWeights<'a> {
     /// A T2P matrix; extra trailing blocks are ignored.
     ///
     /// # Errors
-    /// [`Error::Shape`] for `n_rows % 4 != 0`, `k % 128 != 0` or zero sizes; [`Error::BufferSize`]
-    /// if `blocks` is shorter than `n_rows/4 * k/128`.
+    /// [`Error::Shape`] for a shape outside [`crate::format::check_shape`]; [`Error::BufferSize`] if `blocks` is
+    /// shorter than [`repacked_blocks`].
     pub fn t2p(blocks: &'a [BlockT2p], n_rows: usize, k: usize) -> Result<Self, Error> {
-        check_matrix(n_rows, k, blocks.len())?;
+        check_matrix(Layout::T2p, n_rows, k, blocks.len())?;
         Ok(PackedWeights::T2p { blocks, n_rows, k })
     }
 
@@ -163,26 +283,47 @@ impl<'a> PackedWeights<'a> {
     /// # Errors
     /// As [`PackedWeights::t2p`].
     pub fn ptq1_0x4(blocks: &'a [BlockPtq1_0x4], n_rows: usize, k: usize) -> Result<Self, Error> {
-        check_matrix(n_rows, k, blocks.len())?;
+        check_matrix(Layout::Ptq1_0x4, n_rows, k, blocks.len())?;
         Ok(PackedWeights::Ptq1_0x4 { blocks, n_rows, k })
+    }
+
+    /// An X16 matrix; errors as [`PackedWeights::t2p`].
+    ///
+    /// # Errors
+    /// As [`PackedWeights::t2p`].
+    pub fn x16(blocks: &'a [BlockX16], n_rows: usize, k: usize) -> Result<Self, Error> {
+        check_matrix(Layout::X16, n_rows, k, blocks.len())?;
+        Ok(PackedWeights::X16 { blocks, n_rows, k })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        match self {
+            PackedWeights::T2p { .. } => Layout::T2p,
+            PackedWeights::Ptq1_0x4 { .. } => Layout::Ptq1_0x4,
+            PackedWeights::X16 { .. } => Layout::X16,
+        }
     }
 
     /// Output rows.
     pub fn n_rows(&self) -> usize {
         match *self {
-            PackedWeights::T2p { n_rows, .. } | PackedWeights::Ptq1_0x4 { n_rows, .. } => n_rows,
+            PackedWeights::T2p { n_rows, .. }
+            | PackedWeights::Ptq1_0x4 { n_rows, .. }
+            | PackedWeights::X16 { n_rows, .. } => n_rows,
         }
     }
 
     /// Weights per row.
     pub fn k(&self) -> usize {
         match *self {
-            PackedWeights::T2p { k, .. } | PackedWeights::Ptq1_0x4 { k, .. } => k,
+            PackedWeights::T2p { k, .. } | PackedWeights::Ptq1_0x4 { k, .. } | PackedWeights::X16 { k, .. } => k,
         }
     }
 }
 
-/// `n_cols` activation rows (one per token), each `ceil(k/256)` consecutive Q8_K blocks.
+/// `n_cols` Q8_K activation rows (one per token), each `ceil(k/256)` consecutive blocks: the input
+/// of the activation pack ([`ActPack::new`]) and of the convenience [`gemm`].
 #[derive(Clone, Copy, Debug)]
 pub struct Activations<'a> {
     /// At least `n_cols * ceil(k/256)` blocks.
@@ -198,13 +339,11 @@ impl<'a> Activations<'a> {
     /// outputs are all skipped) is allowed and computes nothing.
     ///
     /// # Errors
-    /// [`Error::Shape`] for `k == 0` or `k % 128 != 0`; [`Error::BufferSize`] if `blocks` is too
-    /// short.
+    /// [`Error::Shape`] for `k` outside [`crate::format::check_k`]; [`Error::BufferSize`] if
+    /// `blocks` is too short.
     pub fn new(blocks: &'a [BlockQ8K], n_cols: usize, k: usize) -> Result<Self, Error> {
-        if k == 0 || k % QK != 0 {
-            return Err(Error::Shape);
-        }
-        let need = n_cols.checked_mul(q8k_blocks_per_row(k)).ok_or(Error::Shape)?;
+        crate::format::check_k(k)?;
+        let need = n_cols.checked_mul(crate::format::q8k_blocks_per_row(k)).ok_or(Error::Shape)?;
         if blocks.len() < need {
             return Err(Error::BufferSize);
         }
@@ -213,8 +352,16 @@ impl<'a> Activations<'a> {
 
     /// Column `j`'s blocks.
     pub fn col(&self, j: usize) -> &'a [BlockQ8K] {
-        let n = q8k_blocks_per_row(self.k);
+        let n = crate::format::q8k_blocks_per_row(self.k);
         &self.blocks[j * n..(j + 1) * n]
+    }
+
+    /// Packs these activations for `level`'s kernels on `layout`.
+    ///
+    /// # Errors
+    /// As [`ActFormat::for_kernel`] and [`ActPack::new`].
+    pub fn pack(&self, layout: Layout, level: KernelLevel) -> Result<ActPack, Error> {
+        ActPack::new(ActFormat::for_kernel(layout, level, self.n_cols)?, self.k, self.n_cols, self.blocks)
     }
 }
 
@@ -240,39 +387,30 @@ impl OutPtr {
     }
 }
 
-/// One unit of work handed to a kernel: row groups `groups` (4 rows each) of a matrix with `nb`
-/// blocks per row group, against `n_cols` activation columns.
-pub(crate) struct Job<'a, B> {
+/// One unit of work handed to a kernel: row tiles `tiles` (`B`'s tile of rows each; rows at or
+/// past `n_rows` are padding and never stored) of a matrix with `nb` blocks per tile, against
+/// `n_cols` columns of packed activations `act` (elements of type `A`, laid out as its
+/// [`ActFormat`] says).
+pub(crate) struct Job<'a, B, A> {
     pub w: &'a [B],
     pub nb: usize,
-    pub act: &'a [BlockQ8K],
+    pub n_rows: usize,
+    pub act: &'a [A],
     pub n_cols: usize,
     pub out: OutPtr,
-    pub groups: Range<usize>,
+    pub tiles: Range<usize>,
 }
 
-impl<B> Clone for Job<'_, B> {
-    fn clone(&self) -> Self {
-        Job { groups: self.groups.clone(), ..*self }
-    }
-}
-
-impl<'a, B> Job<'a, B> {
-    /// Q8_K blocks per activation column.
+impl<'a, B, A> Job<'a, B, A> {
+    /// The weight blocks of row tile `t`.
     #[inline]
-    pub fn act_stride(&self) -> usize {
-        self.nb.div_ceil(2)
+    pub fn tile(&self, t: usize) -> &'a [B] {
+        &self.w[t * self.nb..(t + 1) * self.nb]
     }
-    /// The weight blocks of row group `g`.
+    /// Column `j`'s elements (formats with one element per column and block: Halves, Dup).
     #[inline]
-    pub fn group(&self, g: usize) -> &'a [B] {
-        &self.w[g * self.nb..(g + 1) * self.nb]
-    }
-    /// Column `j`'s Q8_K blocks.
-    #[inline]
-    pub fn col(&self, j: usize) -> &'a [BlockQ8K] {
-        let s = self.act_stride();
-        &self.act[j * s..(j + 1) * s]
+    pub fn col(&self, j: usize) -> &'a [A] {
+        &self.act[j * self.nb..(j + 1) * self.nb]
     }
 }
 
@@ -280,7 +418,7 @@ impl<'a, B> Job<'a, B> {
 /// failing.
 fn validate(
     w: &PackedWeights<'_>,
-    a: &Activations<'_>,
+    a: &PackedActs<'_>,
     dst_len: usize,
     col_stride: usize,
     rows: &Range<usize>,
@@ -289,7 +427,9 @@ fn validate(
     if a.k != w.k() {
         return Err(Error::Shape);
     }
-    if rows.start > rows.end || rows.end > n_rows || rows.start % 4 != 0 || rows.end % 4 != 0 {
+    let tile = w.layout().tile_rows();
+    let end_ok = rows.end.is_multiple_of(tile) || rows.end == n_rows;
+    if rows.start > rows.end || rows.end > n_rows || !rows.start.is_multiple_of(tile) || !end_ok {
         return Err(Error::Range);
     }
     if a.n_cols > 1 && col_stride < n_rows {
@@ -306,13 +446,16 @@ fn validate(
     Ok(())
 }
 
-/// Computes rows `rows` of `dst = W x A` for every activation column: element (row `r`, column
-/// `j`) goes to `dst[j * col_stride + r]`; nothing else in `dst` is touched. One column runs the
-/// gemv kernel of `level`, more run its gemm kernel, zero columns do nothing.
+/// Computes rows `rows` of `dst = W x A` for every activation column, packing the activations
+/// for `level` first (a convenience for tests and tools; a matrix multiplication in ggml packs
+/// once with [`act_pack::pack_raw`] and calls [`gemm_raw`] per row chunk). Element (row `r`,
+/// column `j`) goes to `dst[j * col_stride + r]`; nothing else in `dst` is touched. One column
+/// runs the gemv kernel of `level`, more run its gemm kernel, zero columns do nothing.
 ///
 /// # Errors
-/// [`Error::Unsupported`] if `level` is not available on this CPU; [`Error::Shape`],
-/// [`Error::Range`], [`Error::BufferSize`] for shapes that disagree (see [`gemm_raw`]).
+/// [`Error::Unsupported`] if `level` is not available on this CPU or has no kernels for the
+/// layout; [`Error::Shape`], [`Error::Range`], [`Error::BufferSize`] for shapes that disagree (see
+/// [`gemm_raw`]).
 pub fn gemm(
     level: KernelLevel,
     w: &PackedWeights<'_>,
@@ -321,8 +464,8 @@ pub fn gemm(
     col_stride: usize,
     rows: Range<usize>,
 ) -> Result<(), Error> {
-    // SAFETY: dst is a live, uniquely borrowed slice of dst.len() floats.
-    unsafe { gemm_raw(level, w, a, dst.as_mut_ptr(), dst.len(), col_stride, rows) }
+    let pack = a.pack(w.layout(), level)?;
+    gemm_packed(level, w, &pack.view(), dst, col_stride, rows)
 }
 
 /// [`gemm`] with a single activation column: `dst[r]` for `r` in `rows`.
@@ -340,16 +483,34 @@ pub fn gemv(
     gemm(level, w, &a, dst, 0, rows)
 }
 
-/// The raw-pointer form of [`gemm`], for callers (ggml threads, [`gemm_par`]) that write
-/// disjoint row ranges of one output buffer at the same time.
-///
-/// Requirements checked here: `a.k == w.k()`; `rows` within `0..n_rows` on 4-row boundaries;
-/// `col_stride >= n_rows` when `a.n_cols > 1`; `(n_cols - 1) * col_stride + rows.end <= dst_len`,
-/// and that extent no larger than `isize::MAX` bytes; `dst` non-null and 4-byte aligned when
-/// anything is written.
+/// [`gemm`] on activations packed already (for `level`, `w`'s layout and `a.n_cols` columns).
 ///
 /// # Errors
-/// As [`gemm`].
+/// As [`gemm`]; [`Error::InvalidArgument`] if `a` is packed in another format than
+/// [`ActFormat::for_kernel`] gives.
+pub fn gemm_packed(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    a: &PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+) -> Result<(), Error> {
+    // SAFETY: dst is a live, uniquely borrowed slice of dst.len() floats.
+    unsafe { gemm_raw(level, w, a, dst.as_mut_ptr(), dst.len(), col_stride, rows) }
+}
+
+/// The raw-pointer form of [`gemm_packed`], for callers (ggml threads, [`gemm_par`]) that write
+/// disjoint row ranges of one output buffer at the same time.
+///
+/// Requirements checked here: `level` available and running `w`'s layout; `a` in the format of
+/// [`ActFormat::for_kernel`]; `a.k == w.k()`; `rows` within `0..n_rows`, starting on a row tile
+/// boundary (4 rows, 16 for X16) and ending on one or at `n_rows`; `col_stride >= n_rows` when
+/// `a.n_cols > 1`; `(n_cols - 1) * col_stride + rows.end <= dst_len`, and that extent no larger
+/// than `isize::MAX` bytes; `dst` non-null and 4-byte aligned when anything is written.
+///
+/// # Errors
+/// As [`gemm_packed`].
 ///
 /// # Safety
 /// `dst` must be valid for writes of `dst_len` floats, and no other thread may access the
@@ -357,14 +518,17 @@ pub fn gemv(
 pub unsafe fn gemm_raw(
     level: KernelLevel,
     w: &PackedWeights<'_>,
-    a: &Activations<'_>,
+    a: &PackedActs<'_>,
     dst: *mut f32,
     dst_len: usize,
     col_stride: usize,
     rows: Range<usize>,
 ) -> Result<(), Error> {
-    if !level.is_available() {
+    if !level.is_available() || !level.runs(w.layout()) {
         return Err(Error::Unsupported);
+    }
+    if ActFormat::for_kernel(w.layout(), level, a.n_cols)? != a.format {
+        return Err(Error::InvalidArgument);
     }
     validate(w, a, dst_len, col_stride, &rows)?;
     if rows.is_empty() || a.n_cols == 0 {
@@ -373,68 +537,116 @@ pub unsafe fn gemm_raw(
     if dst.is_null() {
         return Err(Error::Null);
     }
-    if dst as usize % core::mem::align_of::<f32>() != 0 {
+    if !(dst as usize).is_multiple_of(core::mem::align_of::<f32>()) {
         return Err(Error::Misaligned);
     }
     let out = OutPtr { ptr: dst, col_stride };
     let nb = w.k() / QK;
-    let groups = rows.start / 4..rows.end / 4;
-    let n_cols = a.n_cols;
-    match *w {
-        PackedWeights::T2p { blocks, .. } => {
-            let job = Job { w: blocks, nb, act: a.blocks, n_cols, out, groups };
-            // SAFETY: validated above; the caller owns the rows written.
-            unsafe { run_t2p(level, job) }
-        }
-        PackedWeights::Ptq1_0x4 { blocks, .. } => {
-            let job = Job { w: blocks, nb, act: a.blocks, n_cols, out, groups };
-            // SAFETY: as above.
-            unsafe { run_ptq1_0x4(level, job) }
+    let tile = w.layout().tile_rows();
+    let tiles = rows.start / tile..rows.end.div_ceil(tile);
+    let (n_cols, n_rows) = (a.n_cols, w.n_rows());
+    macro_rules! job {
+        ($blocks:expr, $act:ty) => {
+            Job { w: $blocks, nb, n_rows, act: a.elements::<$act>(), n_cols, out, tiles }
+        };
+    }
+    // SAFETY (every arm): validated above; the level is available; the caller owns the rows.
+    unsafe {
+        match (*w, a.format) {
+            (PackedWeights::T2p { blocks, .. }, ActFormat::Halves) => {
+                scalar::gemm_t2p_4xn_q8_k_generic(job!(blocks, Q8Half))
+            }
+            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::Halves) => {
+                scalar::gemm_ptq1_0x4_4xn_q8_k_generic(job!(blocks, Q8Half))
+            }
+            (PackedWeights::X16 { blocks, .. }, ActFormat::Halves) => run_x16(level, job!(blocks, Q8Half)),
+            (PackedWeights::T2p { blocks, .. }, ActFormat::Dup) => run_t2p_gemv(job!(blocks, ActDup)),
+            (PackedWeights::T2p { blocks, .. }, ActFormat::X4) => run_t2p_gemm(level, job!(blocks, ActBlockX4)),
+            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::Dup) => run_ptq1_gemv(job!(blocks, ActDup)),
+            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::X4) => run_ptq1_gemm(level, job!(blocks, ActBlockX4)),
+            (PackedWeights::X16 { .. }, _) => return Err(Error::InvalidArgument),
         }
     }
     Ok(())
 }
 
 /// # Safety
-/// `job` validated by `gemm_raw`; `level` available.
-unsafe fn run_t2p(level: KernelLevel, job: Job<'_, BlockT2p>) {
+/// `job` validated by `gemm_raw`; `level` available and one of the x86 levels (or the reference).
+unsafe fn run_x16(level: KernelLevel, job: Job<'_, BlockX16, Q8Half>) {
     match level {
-        KernelLevel::Reference => scalar::gemm_t2p_4x128_q8_k_generic(job),
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::Dotprod | KernelLevel::I8mm if job.n_cols == 1 => {
-            // SAFETY: dotprod is available (checked by the caller).
-            unsafe { neon_dotprod::gemv_t2p_4x16_q8_k_dotprod(job) }
-        }
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::Dotprod => unsafe { neon_dotprod::gemm_t2p_4x4_q8_k_dotprod(job) },
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::I8mm => unsafe { neon_i8mm::gemm_t2p_4x16_q8_k_i8mm(job) },
-        #[cfg(not(target_arch = "aarch64"))]
-        _ => unreachable!("only the reference level is available off aarch64"),
+        #[cfg(target_arch = "x86_64")]
+        KernelLevel::Avx2 => unsafe { x86_avx2::run(job) },
+        #[cfg(target_arch = "x86_64")]
+        KernelLevel::AvxVnni => unsafe { x86_avxvnni::run(job) },
+        #[cfg(target_arch = "x86_64")]
+        KernelLevel::Avx512Vnni => unsafe { x86_avx512vnni::run(job) },
+        _ => scalar::gemm_x16_16xn_q8_k_generic(job),
     }
 }
 
 /// # Safety
-/// As [`run_t2p`].
-unsafe fn run_ptq1_0x4(level: KernelLevel, job: Job<'_, BlockPtq1_0x4>) {
-    match level {
-        KernelLevel::Reference => scalar::gemm_ptq1_0x4_q8_k_generic(job),
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::Dotprod | KernelLevel::I8mm if job.n_cols == 1 => {
-            // SAFETY: dotprod is available.
-            unsafe { ptq1_0_neon::gemv_ptq1_0x4_q8_k_dotprod(job) }
-        }
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::Dotprod => unsafe { ptq1_0_neon::gemm_ptq1_0x4_4x4_q8_k_dotprod(job) },
-        #[cfg(target_arch = "aarch64")]
-        KernelLevel::I8mm => unsafe { ptq1_0_neon::gemm_ptq1_0x4_4x16_q8_k_i8mm(job) },
-        #[cfg(not(target_arch = "aarch64"))]
-        _ => unreachable!("only the reference level is available off aarch64"),
+/// `job` validated by `gemm_raw` with one column; dotprod available.
+#[allow(unused_variables)]
+unsafe fn run_t2p_gemv(job: Job<'_, BlockT2p, ActDup>) {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: dotprod available (the Dup format is only chosen for the ARM levels).
+    unsafe {
+        neon_dotprod::gemv_t2p_4x1_q8_k_dotprod(job)
     }
+    #[cfg(not(target_arch = "aarch64"))]
+    unreachable!("the Dup format is only used by the ARM levels");
 }
 
-/// [`gemm`] over all rows, split into `n_splits` row ranges (on 4-row boundaries) run on the
-/// current rayon pool. The result does not depend on `n_splits`.
+/// # Safety
+/// `job` validated by `gemm_raw`; `level` is Dotprod or I8mm and available.
+#[allow(unused_variables)]
+unsafe fn run_t2p_gemm(level: KernelLevel, job: Job<'_, BlockT2p, ActBlockX4>) {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: the level's features are available.
+    unsafe {
+        if level == KernelLevel::I8mm {
+            neon_i8mm::gemm_t2p_4x16_q8_k_i8mm(job)
+        } else {
+            neon_dotprod::gemm_t2p_4x4_q8_k_dotprod(job)
+        }
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    unreachable!("the X4 format is only used by the ARM levels");
+}
+
+/// # Safety
+/// As [`run_t2p_gemv`].
+#[allow(unused_variables)]
+unsafe fn run_ptq1_gemv(job: Job<'_, BlockPtq1_0x4, ActDup>) {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: dotprod available.
+    unsafe {
+        ptq1_0_neon::gemv_ptq1_0x4_4x1_q8_k_dotprod(job)
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    unreachable!("the Dup format is only used by the ARM levels");
+}
+
+/// # Safety
+/// As [`run_t2p_gemm`].
+#[allow(unused_variables)]
+unsafe fn run_ptq1_gemm(level: KernelLevel, job: Job<'_, BlockPtq1_0x4, ActBlockX4>) {
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: the level's features are available.
+    unsafe {
+        if level == KernelLevel::I8mm {
+            ptq1_0_neon::gemm_ptq1_0x4_4x16_q8_k_i8mm(job)
+        } else {
+            ptq1_0_neon::gemm_ptq1_0x4_4x4_q8_k_dotprod(job)
+        }
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    unreachable!("the X4 format is only used by the ARM levels");
+}
+
+/// [`gemm`] over all rows, split into `n_splits` row ranges (on row tile boundaries) run on the
+/// current rayon pool, with the activations packed once. The result does not depend on
+/// `n_splits`.
 ///
 /// # Errors
 /// As [`gemm`].
@@ -446,20 +658,37 @@ pub fn gemm_par(
     col_stride: usize,
     n_splits: usize,
 ) -> Result<(), Error> {
+    let pack = a.pack(w.layout(), level)?;
+    gemm_par_packed(level, w, &pack.view(), dst, col_stride, n_splits)
+}
+
+/// [`gemm_par`] on activations packed already.
+///
+/// # Errors
+/// As [`gemm_packed`].
+pub fn gemm_par_packed(
+    level: KernelLevel,
+    w: &PackedWeights<'_>,
+    a: &PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    n_splits: usize,
+) -> Result<(), Error> {
     let n_rows = w.n_rows();
     validate(w, a, dst.len(), col_stride, &(0..n_rows))?;
     if a.n_cols == 0 {
         return Ok(());
     }
-    let groups = n_rows / 4;
-    let n_splits = n_splits.clamp(1, groups);
+    let tile = w.layout().tile_rows();
+    let tiles = n_rows.div_ceil(tile);
+    let n_splits = n_splits.clamp(1, tiles);
     let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };
     let len = dst.len();
     use rayon::prelude::*;
     (0..n_splits).into_par_iter().try_for_each(|s| {
-        let (g0, g1) = (groups * s / n_splits, groups * (s + 1) / n_splits);
+        let (t0, t1) = (tiles * s / n_splits, tiles * (s + 1) / n_splits);
         let o = out;
         // SAFETY: the splits own disjoint row ranges of one live buffer of `len` floats.
-        unsafe { gemm_raw(level, w, a, o.ptr, len, col_stride, 4 * g0..4 * g1) }
+        unsafe { gemm_raw(level, w, a, o.ptr, len, col_stride, tile * t0..(tile * t1).min(n_rows)) }
     })
 }

@@ -1,7 +1,7 @@
 //! NEON kernels with `sdot` (FEAT_DotProd): the T2P gemv of the seeds, a generic `sdot` gemv,
 //! and a dotprod-only gemm for CPUs without i8mm (Cortex-A76, Neoverse-N1, Raspberry Pi 5).
 //!
-//! ## T2P gemv (`gemv_t2p_4x16_q8_k_dotprod`)
+//! ## T2P gemv (`gemv_t2p_4x1_q8_k_dotprod`)
 //! One T2P block is 4 rows x 128 weights: 2 row pairs x 4 words of 16 bytes. Slot `s` of word `w`
 //! is `[row a: chunk 4w+s | row b: the same chunk]`; the chunk's 8 activations come duplicated
 //! (`[y | y]`, prepared once per call in `act_pack::ActDup` and loaded with `ldp`) so one `sdot`
@@ -9,12 +9,12 @@
 //! Slots come out with `and 0x03` (u), `and 0x0c` (4u), `and 0x30` (16u) and `ushr #6` (u; an `and
 //! 0xc0` would give 128 = -128), each into its own accumulator: 8 independent accumulators per
 //! block, so `sdot` latency hides behind itself. Once per 128 weights:
-//! `a2 + 4 a1 + 16 (a0 + a3) = 16 dot(u, y)`, `>> 4` (exact), minus `sum(y)` from the Q8_K `bsums`
+//! `a2 + 4 a1 + 16 (a0 + a3) = 16 dot(u, y)`, `>> 4` (exact), minus `sum(y)` from the activation pack
 //! gives `isum`, and one `fmul` + one `fma` per 4 rows apply `fp32(d) * d_y` exactly as the
 //! reference does.
 //!
 //! ### Instruction count (read from the compiled code)
-//! `tools/cycle-model.py --show-loop gemv_t2p_4x16_q8_k_dotprod` prints the loop as rustc 1.96
+//! `tools/cycle-model.py --show-loop gemv_t2p_4x1_q8_k_dotprod` prints the loop as rustc 1.96
 //! (`--release`, aarch64) emits it (`cargo rustc --release --target aarch64-unknown-linux-gnu
 //! --crate-type rlib -- --emit asm`). One iteration is one T2P block, 128 weights x 4 rows:
 //!
@@ -29,110 +29,15 @@
 //! Cycles per core (llvm-mca) are in README.md "Benchmarks and the cycle model".
 //!
 //! ## Generic kernels
-//! [`ChunkDecoder`] turns one 4-row block into 16 chunks of two `[row a | row b]` int8 operands
-//! (one per row pair) with exact values; the gemv and the 4x4 `sdot` gemm here and the `smmla`
-//! gemm in `neon_i8mm` run any decoder (T2P and PTQ1_0x4).
+//! The gemv and the 4x4 `sdot` gemm here and the `smmla` gemm in `neon_i8mm` run any
+//! `decode::ChunkDecoder` (T2P and PTQ1_0x4).
 
-use super::act_pack::{with_dup, with_x4, ActBlockX4, ActDup};
+use super::act_pack::{ActBlockX4, ActDup};
 use super::asm::{load_f16x4, sdot};
+use super::decode::{apply, lane_f32, lane_s32, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
 use super::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
-
-/// Receives the decoded chunks of one block (see [`ChunkDecoder::chunks`]).
-pub(crate) trait ChunkSink {
-    /// Chunk `c` (weights `8c..8c+8`) of row pairs 0 and 1 as `[row a | row b]` operands.
-    ///
-    /// # Safety
-    /// Called only from kernels compiled with the features the sink's instructions need.
-    unsafe fn chunk(&mut self, c: usize, pair0: int8x16_t, pair1: int8x16_t);
-}
-
-/// Turns one 4-row x 128-weight block into `[row a | row b]` int8 chunk operands.
-///
-/// Decoders and sinks are traits with `#[inline(always)]` methods rather than closures: a closure
-/// big enough (the 4x16 `smmla` tile) is not inlined, and its accumulators then live in memory.
-pub(crate) trait ChunkDecoder {
-    /// The repacked block type.
-    type Block;
-    /// `false`: values are codes `u = w + 1` and `isum = dot - sum(y)`.
-    /// `true`: values are `-digit` and `isum = -(dot + sum(y))`.
-    const NEGATED: bool;
-    /// The four rows' scales as f32.
-    ///
-    /// # Safety
-    /// NEON available (always on aarch64).
-    unsafe fn scales(b: &Self::Block) -> float32x4_t;
-    /// Calls `sink.chunk(c, pair0, pair1)` for each chunk `c` in 0..16 (in any order), where
-    /// `pairP` holds rows `2P` (bytes 0..8) and `2P+1` (bytes 8..16), weights `8c..8c+8`.
-    ///
-    /// # Safety
-    /// NEON available; as [`ChunkSink::chunk`].
-    unsafe fn chunks<S: ChunkSink>(b: &Self::Block, sink: &mut S);
-}
-
-/// T2P with exact slot values (`and 3`, `ushr 2 + and 3`, `ushr 4 + and 3`, `ushr 6`).
-pub(crate) struct T2pDecoder;
-
-/// Word `w` of both row pairs: chunks `4w .. 4w+4`.
-#[inline(always)]
-unsafe fn t2p_word<S: ChunkSink>(b: &BlockT2p, w: usize, sink: &mut S) {
-    // SAFETY: each word is 16 readable bytes; the sink's contract is the caller's.
-    unsafe {
-        let m3 = vdupq_n_u8(3);
-        let s8 = vreinterpretq_s8_u8;
-        let w0 = vld1q_u8(b.qs[0][w].as_ptr());
-        let w1 = vld1q_u8(b.qs[1][w].as_ptr());
-        sink.chunk(4 * w, s8(vandq_u8(w0, m3)), s8(vandq_u8(w1, m3)));
-        sink.chunk(4 * w + 1, s8(vandq_u8(vshrq_n_u8::<2>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<2>(w1), m3)));
-        sink.chunk(4 * w + 2, s8(vandq_u8(vshrq_n_u8::<4>(w0), m3)), s8(vandq_u8(vshrq_n_u8::<4>(w1), m3)));
-        sink.chunk(4 * w + 3, s8(vshrq_n_u8::<6>(w0)), s8(vshrq_n_u8::<6>(w1)));
-    }
-}
-
-impl ChunkDecoder for T2pDecoder {
-    type Block = BlockT2p;
-    const NEGATED: bool = false;
-
-    #[inline(always)]
-    unsafe fn scales(b: &BlockT2p) -> float32x4_t {
-        // SAFETY: d is 8 readable bytes.
-        unsafe { load_f16x4(b.d.as_ptr().cast()) }
-    }
-
-    #[inline(always)]
-    unsafe fn chunks<S: ChunkSink>(b: &BlockT2p, sink: &mut S) {
-        // SAFETY: forwarded. Written out: the compiler keeps a 4-trip loop otherwise.
-        unsafe {
-            t2p_word(b, 0, sink);
-            t2p_word(b, 1, sink);
-            t2p_word(b, 2, sink);
-            t2p_word(b, 3, sink);
-        }
-    }
-}
-
-/// Applies one block's integer result to the running sums: `sumf + scale * isum` (one fused
-/// rounding per lane, as the reference), where `isum = v - sum(y)` or, for negated decoders,
-/// `isum = -(v + sum(y))` (computed as `sumf - scale * (v + sum(y))`, the same bits). `nysum` is
-/// `-sum(y)` per lane.
-#[inline(always)]
-pub(crate) unsafe fn apply(
-    negated: bool,
-    sumf: float32x4_t,
-    scale: float32x4_t,
-    v: int32x4_t,
-    nysum: int32x4_t,
-) -> float32x4_t {
-    // SAFETY: register operations; NEON is baseline on aarch64.
-    unsafe {
-        if negated {
-            vfmsq_f32(sumf, scale, vcvtq_f32_s32(vsubq_s32(v, nysum)))
-        } else {
-            vfmaq_f32(sumf, scale, vcvtq_f32_s32(vaddq_s32(v, nysum)))
-        }
-    }
-}
 
 /// `a2 + 4 a1 + 16 (a0 + a3)` for the slot accumulators of both row pairs, pairwise-added first
 /// so the result's lanes are rows 0..4 (each row pair's lanes are `[a, a, b, b]`).
@@ -150,24 +55,23 @@ unsafe fn recombine(p0: [int32x4_t; 4], p1: [int32x4_t; 4]) -> int32x4_t {
 /// # Safety
 /// dotprod available; `job` validated by `gemm_raw` with one column.
 #[target_feature(enable = "neon,dotprod")]
-pub(crate) unsafe fn gemv_t2p_4x16_q8_k_dotprod(job: Job<'_, BlockT2p>) {
-    let col = job.col(0);
+pub(crate) unsafe fn gemv_t2p_4x1_q8_k_dotprod(job: Job<'_, BlockT2p, ActDup>) {
     // SAFETY: forwarded.
-    with_dup(col, job.nb, |dup| unsafe { gemv_t2p_body(&job, dup) });
+    unsafe { gemv_t2p_body(&job, job.act) }
 }
 
 /// The slot accumulators are never reset: `sdot` and the recombination are linear and wrap mod
 /// 2^32, so each block's `16 dot(u, y)` is the difference of two running totals, exact because
 /// the true value fits in i32 (at most 16 * 128 * 3 * 128). That saves 8 `movi` per block.
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemv_t2p_body(job: &Job<'_, BlockT2p>, dup: &[ActDup]) {
+unsafe fn gemv_t2p_body(job: &Job<'_, BlockT2p, ActDup>, dup: &[ActDup]) {
     let (m03, m0c, m30) = (vdupq_n_u8(0x03), vdupq_n_u8(0x0c), vdupq_n_u8(0x30));
     let zero = vdupq_n_s32(0);
-    for g in job.groups.clone() {
+    for g in job.tiles.clone() {
         let mut sumf = vdupq_n_f32(0.0);
         let mut acc = [[zero; 4]; 2];
         let mut prev = zero;
-        for (b, a) in job.group(g).iter().zip(dup) {
+        for (b, a) in job.tile(g).iter().zip(dup) {
             // SAFETY: all loads are fields of `b` and `a`.
             unsafe {
                 let mut word = |w: usize| {
@@ -219,17 +123,17 @@ impl ChunkSink for GemvSink {
 /// Generic gemv with `sdot` for any [`ChunkDecoder`] (running totals as in the T2P gemv).
 ///
 /// # Safety
-/// dotprod available; `job` validated with one column; `dup` from `with_dup` of its column.
+/// dotprod available; `job` validated with one column; `dup` is its packed column (Dup format).
 #[inline(always)]
-pub(crate) unsafe fn gemv_sdot<D: ChunkDecoder>(job: &Job<'_, D::Block>, dup: &[ActDup]) {
+pub(crate) unsafe fn gemv_sdot<D: ChunkDecoder>(job: &Job<'_, D::Block, ActDup>, dup: &[ActDup]) {
     // SAFETY: register setup only.
     let zero = unsafe { vdupq_n_s32(0) };
-    for g in job.groups.clone() {
+    for g in job.tiles.clone() {
         // SAFETY: as above.
         let mut sumf = unsafe { vdupq_n_f32(0.0) };
         let mut sink = GemvSink { acc: [[zero; 2]; 2], y: core::ptr::null() };
         let mut prev = zero;
-        for (b, a) in job.group(g).iter().zip(dup) {
+        for (b, a) in job.tile(g).iter().zip(dup) {
             // SAFETY: all loads are fields of `b` and `a`.
             unsafe {
                 sink.y = a.qs.as_ptr();
@@ -244,45 +148,6 @@ pub(crate) unsafe fn gemv_sdot<D: ChunkDecoder>(job: &Job<'_, D::Block>, dup: &[
         }
         // SAFETY: rows 4g..4g+4 of column 0 belong to this job.
         unsafe { vst1q_f32(job.out.ptr.add(4 * g), sumf) };
-    }
-}
-
-/// Stores the 4 rows of row group `g` for column `j` if `j < n_cols`.
-///
-/// # Safety
-/// The job owns those rows.
-#[inline(always)]
-pub(crate) unsafe fn store_col<B>(job: &Job<'_, B>, g: usize, j: usize, v: float32x4_t) {
-    if j < job.n_cols {
-        // SAFETY: per the function contract.
-        unsafe { vst1q_f32(job.out.ptr.add(j * job.out.col_stride + 4 * g), v) };
-    }
-}
-
-/// Broadcast lane `j % 2` of the column-pair vector holding column `j` (0..4).
-#[inline(always)]
-unsafe fn lane_f32(v: [float32x4_t; 2], j: usize) -> float32x4_t {
-    // SAFETY: register operations.
-    unsafe {
-        match j {
-            0 => vdupq_laneq_f32::<0>(v[0]),
-            1 => vdupq_laneq_f32::<1>(v[0]),
-            2 => vdupq_laneq_f32::<0>(v[1]),
-            _ => vdupq_laneq_f32::<1>(v[1]),
-        }
-    }
-}
-
-#[inline(always)]
-unsafe fn lane_s32(v: [int32x4_t; 2], j: usize) -> int32x4_t {
-    // SAFETY: register operations.
-    unsafe {
-        match j {
-            0 => vdupq_laneq_s32::<0>(v[0]),
-            1 => vdupq_laneq_s32::<1>(v[0]),
-            2 => vdupq_laneq_s32::<0>(v[1]),
-            _ => vdupq_laneq_s32::<1>(v[1]),
-        }
     }
 }
 
@@ -317,12 +182,12 @@ impl ChunkSink for Sdot4x4Sink {
 /// columns); a batch that is not a multiple of 4 runs its last tile on zero-padded columns.
 ///
 /// # Safety
-/// dotprod available; `job` validated; `pack` is `with_x4` of the job's activations.
+/// dotprod available; `job` validated; `pack` is the job's Q8_Kx4 activations.
 #[inline(always)]
-pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block>, pack: &[ActBlockX4]) {
+pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block, ActBlockX4>, pack: &[ActBlockX4]) {
     let nb = job.nb;
-    for g in job.groups.clone() {
-        let blocks = job.group(g);
+    for g in job.tiles.clone() {
+        let blocks = job.tile(g);
         for cg in 0..job.n_cols.div_ceil(4) {
             let acts = &pack[cg * nb..(cg + 1) * nb];
             let mut sumf = [unsafe { vdupq_n_f32(0.0) }; 4];
@@ -356,13 +221,13 @@ pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block>, pac
 /// # Safety
 /// dotprod available; `job` validated.
 #[target_feature(enable = "neon,dotprod")]
-pub(crate) unsafe fn gemm_t2p_4x4_q8_k_dotprod(job: Job<'_, BlockT2p>) {
+pub(crate) unsafe fn gemm_t2p_4x4_q8_k_dotprod(job: Job<'_, BlockT2p, ActBlockX4>) {
     // SAFETY: forwarded.
-    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_t2p_4x4_body(&job, pack) });
+    unsafe { gemm_t2p_4x4_body(&job, job.act) }
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemm_t2p_4x4_body(job: &Job<'_, BlockT2p>, pack: &[ActBlockX4]) {
+unsafe fn gemm_t2p_4x4_body(job: &Job<'_, BlockT2p, ActBlockX4>, pack: &[ActBlockX4]) {
     // SAFETY: forwarded.
     unsafe { gemm_sdot_4x4::<T2pDecoder>(job, pack) }
 }

@@ -17,9 +17,9 @@
 //! and 16 float accumulators, which is all 32 vector registers, so its float sums spill to L1
 //! once per block; the model still ranks it first.
 
-use super::act_pack::{with_x4, ActBlockX4};
+use super::act_pack::ActBlockX4;
 use super::asm::smmla;
-use super::neon_dotprod::{store_col, ChunkDecoder, ChunkSink, T2pDecoder};
+use super::decode::{store_col, ChunkDecoder, ChunkSink, T2pDecoder};
 use super::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
@@ -65,10 +65,10 @@ impl<const NG: usize, const NQ: usize> ChunkSink for SmmlaSink<NG, NQ> {
 /// One tile: row group `g` x column groups `cg .. cg + NG` (4 columns each).
 ///
 /// # Safety
-/// i8mm available; `job` validated; `pack` from `with_x4`; `cg + NG <= ceil(n_cols / 4)`.
+/// i8mm available; `job` validated; `pack` is the job's Q8_Kx4 activations; `cg + NG <= ceil(n_cols / 4)`.
 #[inline(always)]
 unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
-    job: &Job<'_, D::Block>,
+    job: &Job<'_, D::Block, ActBlockX4>,
     pack: &[ActBlockX4],
     g: usize,
     cg: usize,
@@ -76,7 +76,7 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
     debug_assert_eq!(NQ, 2 * NG);
     let nb = job.nb;
     let mut sumf = [[unsafe { vdupq_n_f32(0.0) }; NQ]; 2];
-    for (i, b) in job.group(g).iter().enumerate() {
+    for (i, b) in job.tile(g).iter().enumerate() {
         let a: [&ActBlockX4; NG] = core::array::from_fn(|k| &pack[(cg + k) * nb + i]);
         // SAFETY: all loads are inside this block and these pack entries.
         unsafe {
@@ -118,11 +118,11 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
 /// column groups.
 ///
 /// # Safety
-/// i8mm available; `job` validated; `pack` from `with_x4` of the job's activations.
+/// i8mm available; `job` validated; `pack` is the job's Q8_Kx4 activations of the job's activations.
 #[inline(always)]
-pub(crate) unsafe fn gemm_smmla<D: ChunkDecoder>(job: &Job<'_, D::Block>, pack: &[ActBlockX4]) {
+pub(crate) unsafe fn gemm_smmla<D: ChunkDecoder>(job: &Job<'_, D::Block, ActBlockX4>, pack: &[ActBlockX4]) {
     let groups = job.n_cols.div_ceil(4);
-    for g in job.groups.clone() {
+    for g in job.tiles.clone() {
         let mut cg = 0;
         while cg + 4 <= groups {
             // SAFETY: forwarded; cg + 4 <= groups.
@@ -146,13 +146,13 @@ pub(crate) unsafe fn gemm_smmla<D: ChunkDecoder>(job: &Job<'_, D::Block>, pack: 
 /// # Safety
 /// i8mm and dotprod available; `job` validated.
 #[target_feature(enable = "neon,dotprod,i8mm")]
-pub(crate) unsafe fn gemm_t2p_4x16_q8_k_i8mm(job: Job<'_, BlockT2p>) {
+pub(crate) unsafe fn gemm_t2p_4x16_q8_k_i8mm(job: Job<'_, BlockT2p, ActBlockX4>) {
     // SAFETY: forwarded.
-    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_t2p_4x16_body(&job, pack) });
+    unsafe { gemm_t2p_4x16_body(&job, job.act) }
 }
 
 #[target_feature(enable = "neon,dotprod,i8mm")]
-unsafe fn gemm_t2p_4x16_body(job: &Job<'_, BlockT2p>, pack: &[ActBlockX4]) {
+unsafe fn gemm_t2p_4x16_body(job: &Job<'_, BlockT2p, ActBlockX4>, pack: &[ActBlockX4]) {
     // SAFETY: forwarded.
     unsafe { gemm_smmla::<T2pDecoder>(job, pack) }
 }

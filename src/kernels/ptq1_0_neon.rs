@@ -12,9 +12,10 @@
 //! decoding where T2P spends 1 to 1.5; T2P wins wherever decode is compute-bound, native where
 //! memory size or bandwidth is the limit.
 
-use super::act_pack::{with_dup, with_x4, ActBlockX4, ActDup};
+use super::act_pack::{ActBlockX4, ActDup};
 use super::asm::load_f16x4;
-use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot, ChunkDecoder, ChunkSink};
+use super::decode::{ChunkDecoder, ChunkSink};
+use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot};
 use super::neon_i8mm::gemm_smmla;
 use super::Job;
 use crate::format::BlockPtq1_0x4;
@@ -111,13 +112,13 @@ unsafe fn five_digits<S: ChunkSink>(v0: uint8x16_t, v1: uint8x16_t, first: usize
 /// # Safety
 /// dotprod available; `job` validated with one column.
 #[target_feature(enable = "neon,dotprod")]
-pub(crate) unsafe fn gemv_ptq1_0x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4>) {
+pub(crate) unsafe fn gemv_ptq1_0x4_4x1_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4, ActDup>) {
     // SAFETY: forwarded.
-    with_dup(job.col(0), job.nb, |dup| unsafe { gemv_body(&job, dup) });
+    unsafe { gemv_body(&job, job.act) }
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4>, dup: &[ActDup]) {
+unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4, ActDup>, dup: &[ActDup]) {
     // SAFETY: forwarded.
     unsafe { gemv_sdot::<Ptq1Decoder>(job, dup) }
 }
@@ -127,13 +128,13 @@ unsafe fn gemv_body(job: &Job<'_, BlockPtq1_0x4>, dup: &[ActDup]) {
 /// # Safety
 /// dotprod available; `job` validated.
 #[target_feature(enable = "neon,dotprod")]
-pub(crate) unsafe fn gemm_ptq1_0x4_4x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4>) {
+pub(crate) unsafe fn gemm_ptq1_0x4_4x4_q8_k_dotprod(job: Job<'_, BlockPtq1_0x4, ActBlockX4>) {
     // SAFETY: forwarded.
-    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_sdot_body(&job, pack) });
+    unsafe { gemm_sdot_body(&job, job.act) }
 }
 
 #[target_feature(enable = "neon,dotprod")]
-unsafe fn gemm_sdot_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
+unsafe fn gemm_sdot_body(job: &Job<'_, BlockPtq1_0x4, ActBlockX4>, pack: &[ActBlockX4]) {
     // SAFETY: forwarded.
     unsafe { gemm_sdot_4x4::<Ptq1Decoder>(job, pack) }
 }
@@ -143,13 +144,13 @@ unsafe fn gemm_sdot_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
 /// # Safety
 /// i8mm and dotprod available; `job` validated.
 #[target_feature(enable = "neon,dotprod,i8mm")]
-pub(crate) unsafe fn gemm_ptq1_0x4_4x16_q8_k_i8mm(job: Job<'_, BlockPtq1_0x4>) {
+pub(crate) unsafe fn gemm_ptq1_0x4_4x16_q8_k_i8mm(job: Job<'_, BlockPtq1_0x4, ActBlockX4>) {
     // SAFETY: forwarded.
-    with_x4(job.act, job.n_cols, job.nb, |pack| unsafe { gemm_smmla_body(&job, pack) });
+    unsafe { gemm_smmla_body(&job, job.act) }
 }
 
 #[target_feature(enable = "neon,dotprod,i8mm")]
-unsafe fn gemm_smmla_body(job: &Job<'_, BlockPtq1_0x4>, pack: &[ActBlockX4]) {
+unsafe fn gemm_smmla_body(job: &Job<'_, BlockPtq1_0x4, ActBlockX4>, pack: &[ActBlockX4]) {
     // SAFETY: forwarded.
     unsafe { gemm_smmla::<Ptq1Decoder>(job, pack) }
 }

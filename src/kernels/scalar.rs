@@ -1,10 +1,12 @@
-//! The portable `_generic` kernels: the same results as the NEON kernels, computed the obvious
-//! way from the repacked layouts. They are the twin the SIMD kernels are held against, the
-//! `GGML_T2P_KERNEL=ref` path, and the only kernels off aarch64.
+//! The portable `_generic` kernels: the same results as the SIMD kernels, computed the obvious
+//! way from the repacked layouts and the [`Q8Half`] activation pack. They are the twin the SIMD
+//! kernels are held against, the `GGML_T2P_KERNEL=ref` path, and the only kernels on CPUs that
+//! have no SIMD level.
 
+use super::act_pack::Q8Half;
 use super::Job;
-use crate::format::{ptq1_0_digit, BlockPtq1_0x4, BlockT2p};
-use crate::reference::{accumulate_block, q8k_half, Contract};
+use crate::format::{ptq1_0_digit, BlockPtq1_0x4, BlockT2p, BlockX16, X16_ROWS};
+use crate::reference::{accumulate_block, Contract};
 
 /// Row `r`'s 128 weights of a T2P block as signed values `code - 1` (-1..=2).
 #[inline]
@@ -47,43 +49,69 @@ pub fn ptq1_0x4_row_values(b: &BlockPtq1_0x4, r: usize) -> [i8; 128] {
     v
 }
 
+/// Row `r`'s 128 weights of an X16 block as signed values `code - 1` (-1..=2).
 #[inline]
-fn dot_i8(w: &[i8; 128], y: &[i8]) -> i32 {
+pub fn x16_row_values(b: &BlockX16, r: usize) -> [i8; 128] {
+    let mut v = [0i8; 128];
+    for w in 0..8 {
+        for s in 0..4 {
+            for e in 0..4 {
+                v[16 * w + 4 * s + e] = ((b.qs[w][4 * r + e] >> (2 * s)) & 3) as i8 - 1;
+            }
+        }
+    }
+    v
+}
+
+#[inline]
+fn dot_i8(w: &[i8; 128], y: &[i8; 128]) -> i32 {
     w.iter().zip(y).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum()
 }
 
-/// Shared body: decode each block's four rows once, then run every column over them.
+/// Shared body: decode each block's rows once, then run every column over them (rows of an
+/// `R`-row tile at or past `n_rows` are padding: skipped).
 #[inline]
-fn gemm_generic<B>(job: Job<'_, B>, values: impl Fn(&B, usize) -> [i8; 128], scale: impl Fn(&B, usize) -> f32) {
-    let mut sumf = vec![0.0f32; 4 * job.n_cols];
-    for g in job.groups.clone() {
+fn gemm_generic<B, const R: usize>(
+    job: Job<'_, B, Q8Half>,
+    values: impl Fn(&B, usize) -> [i8; 128],
+    scale: impl Fn(&B, usize) -> f32,
+) {
+    let mut sumf = vec![0.0f32; R * job.n_cols];
+    for t in job.tiles.clone() {
+        let rows = R.min(job.n_rows - R * t);
         sumf.fill(0.0);
-        for (i, b) in job.group(g).iter().enumerate() {
-            for r in 0..4 {
+        for (i, b) in job.tile(t).iter().enumerate() {
+            for r in 0..rows {
                 let v = values(b, r);
                 let d = scale(b, r);
                 for j in 0..job.n_cols {
-                    let (q, dy) = q8k_half(job.col(j), i);
-                    let acc = &mut sumf[4 * j + r];
-                    *acc = accumulate_block(*acc, d, dy, dot_i8(&v, q), Contract::Fused);
+                    let h = &job.col(j)[i];
+                    let isum = dot_i8(&v, &h.qs);
+                    let acc = &mut sumf[R * j + r];
+                    *acc = accumulate_block(*acc, d, h.d, isum, Contract::Fused);
                 }
             }
         }
         for j in 0..job.n_cols {
-            for r in 0..4 {
+            for r in 0..rows {
                 // SAFETY: the job's rows were validated by gemm_raw and are owned by its caller.
-                unsafe { job.out.write(4 * g + r, j, sumf[4 * j + r]) };
+                unsafe { job.out.write(R * t + r, j, sumf[R * j + r]) };
             }
         }
     }
 }
 
 /// Scalar T2P x Q8_K for any number of columns (gemv is the one-column case).
-pub(crate) fn gemm_t2p_4x128_q8_k_generic(job: Job<'_, BlockT2p>) {
-    gemm_generic(job, t2p_row_values, |b, r| b.d_f32(r));
+pub(crate) fn gemm_t2p_4xn_q8_k_generic(job: Job<'_, BlockT2p, Q8Half>) {
+    gemm_generic::<_, 4>(job, t2p_row_values, |b, r| b.d_f32(r));
 }
 
 /// Scalar PTQ1_0x4 x Q8_K for any number of columns.
-pub(crate) fn gemm_ptq1_0x4_q8_k_generic(job: Job<'_, BlockPtq1_0x4>) {
-    gemm_generic(job, ptq1_0x4_row_values, |b, r| b.d[r].to_f32());
+pub(crate) fn gemm_ptq1_0x4_4xn_q8_k_generic(job: Job<'_, BlockPtq1_0x4, Q8Half>) {
+    gemm_generic::<_, 4>(job, ptq1_0x4_row_values, |b, r| b.d[r].to_f32());
+}
+
+/// Scalar X16 x Q8_K for any number of columns.
+pub(crate) fn gemm_x16_16xn_q8_k_generic(job: Job<'_, BlockX16, Q8Half>) {
+    gemm_generic::<_, X16_ROWS>(job, x16_row_values, |b, r| b.d_f32(r));
 }

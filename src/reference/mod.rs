@@ -132,7 +132,7 @@ pub fn quantize_row_q8_k(x: &[f32], y: &mut [BlockQ8K], contract: Contract) -> R
 /// # Errors
 /// [`Error::Shape`] if `x.len() % 128 != 0` or `y.len() != ceil(x.len() / 256)`.
 pub fn quantize_row_q8_k_padded(x: &[f32], y: &mut [BlockQ8K], contract: Contract) -> Result<(), Error> {
-    if x.len() % QK != 0 || y.len() != x.len().div_ceil(QK_K) {
+    if !x.len().is_multiple_of(QK) || y.len() != x.len().div_ceil(QK_K) {
         return Err(Error::Shape);
     }
     let full = x.len() / QK_K;

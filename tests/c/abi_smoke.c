@@ -1,8 +1,9 @@
 /*
- * A C program against include/ggml_t2p.h and libggml_t2p.a: repacks a PQ2_0 matrix, runs gemv and
- * gemm on every kernel level the CPU has, checks the bits against its own C rendering of the
- * reference formula (sumf = fmaf(d * yd, (float) isum, sumf)), and checks the error codes.
- * Exit status 0 when every check passed.
+ * A C program against include/ggml_t2p.h (ABI 2) and libggml_t2p.a: repacks a PQ2_0 matrix into
+ * every layout, packs activations (whole columns, and one column in pieces the way ggml threads
+ * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
+ * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),
+ * and checks the error codes. Exit status 0 when every check passed.
  */
 #include "ggml_t2p.h"
 
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #define K      384 /* 3 x 128: also exercises the zero-padded half Q8_K block */
-#define NROWS  8
+#define NROWS  20 /* X16: one full 16-row tile and a padded one */
 #define NCOLS  3
 #define NB     (K / 128)
 #define NQ     ((K + 255) / 256)
@@ -64,9 +65,10 @@ int main(void) {
     _Static_assert(sizeof(pq2_0_block) == 34, "pq2_0 block");
     _Static_assert(sizeof(q8_k_block) == 292, "q8_k block");
 
+    int32_t best = ggml_t2p_best_kernel();
     printf("ggml-t2p %s, abi %u (header %d), cpu features 0x%x, best kernel %s\n", ggml_t2p_version(),
            ggml_t2p_abi_version(), GGML_T2P_ABI_VERSION, ggml_t2p_cpu_features(),
-           ggml_t2p_best_kernel() ? ggml_t2p_kernel_name(ggml_t2p_best_kernel()) : "none (callers decline)");
+           best ? ggml_t2p_kernel_name(best) : "none (callers decline)");
     CHECK(ggml_t2p_abi_version() == GGML_T2P_ABI_VERSION, "abi version");
 
     for (int i = 0; i < NROWS * NB; i++) {
@@ -89,76 +91,162 @@ int main(void) {
         for (int b = 8; b < 16; b++) last->bsums[b] = 0;
     }
 
-    size_t wsize = 0, asize = 0;
-    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, K, &wsize) == GGML_T2P_OK, "size");
-    CHECK(wsize == sizeof(w), "repacked size %zu", wsize);
-    CHECK(ggml_t2p_act_size(K, NCOLS, &asize) == GGML_T2P_OK && asize == sizeof(act), "act size %zu", asize);
-
-    void * packed = malloc(wsize);
-    CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w, sizeof(w), NROWS, K, packed, wsize) == GGML_T2P_OK, "repack");
-
     float want[NCOLS][NROWS];
     for (int c = 0; c < NCOLS; c++)
         for (int r = 0; r < NROWS; r++) want[c][r] = reference_dot(&w[r * NB], &act[c * NQ]);
 
-    int levels[] = { GGML_T2P_KERNEL_REF, GGML_T2P_KERNEL_DOTPROD, GGML_T2P_KERNEL_I8MM, GGML_T2P_KERNEL_AUTO };
-    for (int l = 0; l < 4; l++) {
-        int lv = levels[l];
-        int avail = lv == GGML_T2P_KERNEL_REF || (lv == GGML_T2P_KERNEL_AUTO ? ggml_t2p_best_kernel() != 0 : ggml_t2p_best_kernel() >= lv);
-        float y[NROWS];
-        int st = ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, lv, packed, wsize, NROWS, K, act, NQ * sizeof(q8_k_block), y, NROWS, 0, NROWS);
-        if (!avail) {
-            CHECK(st == GGML_T2P_ERR_UNSUPPORTED, "%s must be unsupported here, got %d", ggml_t2p_kernel_name(lv), st);
-            continue;
-        }
-        CHECK(st == GGML_T2P_OK, "gemv %s: %s", ggml_t2p_kernel_name(lv), ggml_t2p_status_string(st));
-        for (int r = 0; r < NROWS; r++) CHECK(memcmp(&y[r], &want[0][r], 4) == 0, "gemv %s row %d: %a vs %a", ggml_t2p_kernel_name(lv), r, y[r], want[0][r]);
-
-        float ys[NCOLS * (NROWS + 1)];
-        /* two threads' worth of row ranges, one call each */
-        st = ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, lv, packed, wsize, NROWS, K, act, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, 4);
-        CHECK(st == GGML_T2P_OK, "gemm %s rows 0..4: %s", ggml_t2p_kernel_name(lv), ggml_t2p_status_string(st));
-        st = ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, lv, packed, wsize, NROWS, K, act, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 4, 8);
-        CHECK(st == GGML_T2P_OK, "gemm %s rows 4..8", ggml_t2p_kernel_name(lv));
-        for (int c = 0; c < NCOLS; c++)
-            for (int r = 0; r < NROWS; r++)
-                CHECK(memcmp(&ys[c * (NROWS + 1) + r], &want[c][r], 4) == 0, "gemm %s col %d row %d", ggml_t2p_kernel_name(lv), c, r);
+    /* the library's layout for this CPU */
+    int32_t native = -1;
+    if (best) {
+        CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_AUTO, 0, &native) == GGML_T2P_OK, "layout_for");
+        printf("layout for PQ2_0 on this CPU: %s\n", ggml_t2p_layout_name(native));
+    } else {
+        CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_AUTO, 0, &native) == GGML_T2P_ERR_UNSUPPORTED, "layout_for declines");
     }
 
+    int layouts[] = { GGML_T2P_LAYOUT_T2P, GGML_T2P_LAYOUT_X16 };
+    int levels[] = { GGML_T2P_KERNEL_REF, GGML_T2P_KERNEL_DOTPROD, GGML_T2P_KERNEL_I8MM, GGML_T2P_KERNEL_AVX2,
+                     GGML_T2P_KERNEL_AVXVNNI, GGML_T2P_KERNEL_AVX512VNNI, GGML_T2P_KERNEL_AUTO };
+    int runs = 0;
+    for (int li = 0; li < 2; li++) {
+        int lay = layouts[li];
+        int64_t tile = 0;
+        CHECK(ggml_t2p_row_tile(lay, &tile) == GGML_T2P_OK && tile == (lay == GGML_T2P_LAYOUT_X16 ? 16 : 4), "row tile %lld", (long long)tile);
+        size_t wsize = 0;
+        CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, lay, NROWS, K, &wsize) == GGML_T2P_OK, "size");
+        size_t want_size = lay == GGML_T2P_LAYOUT_X16 ? (size_t)((NROWS + 15) / 16 * 16 * NB * 34) : sizeof(w);
+        CHECK(wsize == want_size, "repacked size %zu, want %zu", wsize, want_size);
+        void * packed = malloc(wsize);
+        CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, lay, w, sizeof(w), NROWS, K, packed, wsize) == GGML_T2P_OK, "repack");
+
+        for (int l = 0; l < 7; l++) {
+            int lv = levels[l];
+            int st = ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, lay, lv, NROWS, K);
+            int avail = lv == GGML_T2P_KERNEL_REF || (lv == GGML_T2P_KERNEL_AUTO ? (best != 0 && native == lay)
+                                                                                 : (ggml_t2p_cpu_features() != 0 && st == GGML_T2P_OK));
+            size_t asize1 = 0, asize = 0;
+            int st1 = ggml_t2p_act_packed_size(lay, lv, K, 1, &asize1);
+            if (st != GGML_T2P_OK) {
+                CHECK(st == GGML_T2P_ERR_UNSUPPORTED, "%s on %s must be unsupported here, got %d", ggml_t2p_kernel_name(lv), ggml_t2p_layout_name(lay), st);
+                CHECK(st1 == GGML_T2P_ERR_UNSUPPORTED, "act size for an unsupported kernel: %d", st1);
+                continue;
+            }
+            CHECK(avail, "%s on %s supported", ggml_t2p_kernel_name(lv), ggml_t2p_layout_name(lay));
+            CHECK(st1 == GGML_T2P_OK, "act size 1: %s", ggml_t2p_status_string(st1));
+            CHECK(ggml_t2p_act_packed_size(lay, lv, K, NCOLS, &asize) == GGML_T2P_OK, "act size");
+            void * a1 = aligned_alloc(64, asize1 + 64), * an = aligned_alloc(64, asize + 64);
+
+            /* gemv: the single column packed in two pieces (Q8_K block 0, then block 1), as two threads would */
+            CHECK(ggml_t2p_act_pack(lay, lv, K, 1, 0, 0, 1, &act[0], sizeof(q8_k_block), a1, asize1) == GGML_T2P_OK, "pack piece 0");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, 1, 0, 1, NQ, &act[1], (NQ - 1) * sizeof(q8_k_block), a1, asize1) == GGML_T2P_OK, "pack piece 1");
+            float y[NROWS + 1];
+            y[NROWS] = -1.0f;
+            st = ggml_t2p_gemv(lay, lv, packed, wsize, NROWS, K, a1, asize1, y, NROWS, 0, NROWS);
+            CHECK(st == GGML_T2P_OK, "gemv %s: %s", ggml_t2p_kernel_name(lv), ggml_t2p_status_string(st));
+            for (int r = 0; r < NROWS; r++) CHECK(memcmp(&y[r], &want[0][r], 4) == 0, "gemv %s %s row %d: %a vs %a", ggml_t2p_layout_name(lay), ggml_t2p_kernel_name(lv), r, y[r], want[0][r]);
+            CHECK(y[NROWS] == -1.0f, "gemv wrote past its rows");
+
+            /* gemm: columns packed one call each, in reverse order */
+            for (int c = NCOLS - 1; c >= 0; c--)
+                CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, c, 0, NQ, &act[c * NQ], NQ * sizeof(q8_k_block), an, asize) == GGML_T2P_OK, "pack col %d", c);
+            float ys[NCOLS * (NROWS + 1)];
+            for (int i = 0; i < NCOLS * (NROWS + 1); i++) ys[i] = -1.0f;
+            /* two threads' worth of row ranges on the layout's tile, one call each */
+            int split = (int) tile;
+            st = ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, split);
+            CHECK(st == GGML_T2P_OK, "gemm %s rows 0..%d: %s", ggml_t2p_kernel_name(lv), split, ggml_t2p_status_string(st));
+            st = ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, split, NROWS);
+            CHECK(st == GGML_T2P_OK, "gemm %s rows %d..%d: %s", ggml_t2p_kernel_name(lv), split, NROWS, ggml_t2p_status_string(st));
+            for (int c = 0; c < NCOLS; c++) {
+                for (int r = 0; r < NROWS; r++)
+                    CHECK(memcmp(&ys[c * (NROWS + 1) + r], &want[c][r], 4) == 0, "gemm %s %s col %d row %d", ggml_t2p_layout_name(lay), ggml_t2p_kernel_name(lv), c, r);
+                CHECK(ys[c * (NROWS + 1) + NROWS] == -1.0f, "gemm wrote the gap between columns");
+            }
+            if (lay == GGML_T2P_LAYOUT_X16) {
+                CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 4, NROWS) == GGML_T2P_ERR_RANGE, "X16 rows must start on 16");
+                CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, 8) == GGML_T2P_ERR_RANGE, "X16 rows must end on 16 or n_rows");
+            }
+            CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, (char *) an + 4, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, NROWS) == GGML_T2P_ERR_MISALIGNED, "misaligned packed act");
+            CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize - 1, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short packed act");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, NCOLS, 0, NQ, &act[0], NQ * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_SHAPE, "pack col n_cols");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ + 1, &act[0], (NQ + 1) * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_SHAPE, "pack past the last block");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 1, 0, &act[0], 0, an, asize) == GGML_T2P_ERR_SHAPE, "pack reversed blocks");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block) - 1, an, asize) == GGML_T2P_ERR_BUFFER_SIZE, "pack short q8k");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block), an, asize - 1) == GGML_T2P_ERR_BUFFER_SIZE, "pack short dst");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block), (char *) an + 4, asize) == GGML_T2P_ERR_MISALIGNED, "pack misaligned dst");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, NULL, NQ * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_NULL, "pack null q8k");
+            free(a1);
+            free(an);
+            runs++;
+        }
+        free(packed);
+    }
+    printf("c abi smoke: %d (layout, kernel) runs\n", runs);
+
+    size_t wsize = 0, s;
+    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, K, &wsize) == GGML_T2P_OK, "size");
+    void * packed = malloc(wsize);
+    CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w, sizeof(w), NROWS, K, packed, wsize) == GGML_T2P_OK, "repack");
+    size_t asize = 0;
+    CHECK(ggml_t2p_act_packed_size(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, K, 1, &asize) == GGML_T2P_OK, "ref act size");
+    void * a1 = aligned_alloc(64, asize + 64);
+    CHECK(ggml_t2p_act_pack(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, K, 1, 0, 0, NQ, act, NQ * sizeof(q8_k_block), a1, asize) == GGML_T2P_OK, "ref pack");
     float y[NROWS];
-    size_t s;
+
     /* an empty batch (ggml gives the last layer zero columns when no output is needed) */
-    CHECK(ggml_t2p_act_size(K, 0, &s) == GGML_T2P_OK && s == 0, "act size of 0 columns");
+    CHECK(ggml_t2p_act_packed_size(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, K, 0, &s) == GGML_T2P_OK && s == 0, "act size of 0 columns");
     CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, NULL, 0, 0, NULL, 0, NROWS, 0, NROWS) == GGML_T2P_OK,
           "gemm of 0 columns");
     CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, GGML_T2P_KERNEL_REF, packed, wsize, NROWS, K, NULL, 0, 0, NULL, 0, NROWS, 0, 6) == GGML_T2P_ERR_RANGE,
           "gemm of 0 columns still checks the row range");
 
+    /* names, one source */
+    int32_t kid = -1;
+    CHECK(ggml_t2p_kernel_from_name("avx512vnni", &kid) == GGML_T2P_OK && kid == GGML_T2P_KERNEL_AVX512VNNI, "kernel from name");
+    CHECK(ggml_t2p_kernel_from_name("auto", &kid) == GGML_T2P_OK && kid == GGML_T2P_KERNEL_AUTO, "auto from name");
+    CHECK(ggml_t2p_kernel_from_name("sse2", &kid) == GGML_T2P_ERR_INVALID_ARGUMENT, "unknown kernel name");
+    CHECK(ggml_t2p_kernel_from_name(NULL, &kid) == GGML_T2P_ERR_NULL, "null kernel name");
+    CHECK(strcmp(ggml_t2p_kernel_name(GGML_T2P_KERNEL_AVXVNNI), "avxvnni") == 0, "kernel name");
+    CHECK(strcmp(ggml_t2p_layout_name(GGML_T2P_LAYOUT_X16), "X16") == 0, "layout name");
+    CHECK(strcmp(ggml_t2p_status_string(GGML_T2P_ERR_RANGE), "unknown status") != 0, "status string");
+    CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0x80, &kid) == GGML_T2P_ERR_INVALID_ARGUMENT, "unknown layout flag");
+    CHECK(ggml_t2p_row_tile(9, NULL) == GGML_T2P_ERR_INVALID_ARGUMENT, "row tile of layout 9");
+    CHECK(ggml_t2p_set_threads(-1) == GGML_T2P_ERR_INVALID_ARGUMENT, "negative threads");
+    CHECK(ggml_t2p_set_threads(0) == GGML_T2P_OK, "threads: all cores");
+
     /* errors: never a crash, always a status */
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, NULL, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null w");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, NULL, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null dst");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, NULL, wsize, NROWS, K, a1, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null w");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, NULL, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null dst");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, NULL, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_NULL, "null act");
     CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, 100, &s) == GGML_T2P_ERR_SHAPE, "k = 100");
-    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, 6, K, &s) == GGML_T2P_ERR_SHAPE, "rows = 6");
+    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_X16, 6, K, &s) == GGML_T2P_ERR_SHAPE, "rows = 6");
     CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, -4, K, &s) == GGML_T2P_ERR_SHAPE, "rows = -4");
     CHECK(ggml_t2p_repacked_size(7, GGML_T2P_LAYOUT_T2P, NROWS, K, &s) == GGML_T2P_ERR_INVALID_ARGUMENT, "type 7");
     CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_PTQ1_0X4, NROWS, K, &s) == GGML_T2P_ERR_UNSUPPORTED, "pq2_0 -> ptq1_0x4");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize - 1, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short w");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, 291, y, NROWS, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short act");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, y, NROWS - 1, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short dst");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, (char *)packed + 1, wsize - 1, 4, 128, act, asize, y, NROWS, 0, 4) == GGML_T2P_ERR_MISALIGNED, "odd w");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, 6) == GGML_T2P_ERR_RANGE, "rows 0..6");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, y, NROWS, 8, 4) == GGML_T2P_ERR_RANGE, "rows 8..4");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, 12) == GGML_T2P_ERR_RANGE, "rows 0..12");
-    CHECK(ggml_t2p_gemv(9, 1, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "layout 9");
-    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 42, packed, wsize, NROWS, K, act, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "kernel 42");
+    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, K, NULL) == GGML_T2P_ERR_NULL, "null out_size");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize - 1, NROWS, K, a1, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short w");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize - 1, y, NROWS, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short act");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, y, NROWS - 1, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short dst");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, (char *)packed + 1, wsize - 1, 4, 128, a1, asize, y, NROWS, 0, 4) == GGML_T2P_ERR_MISALIGNED, "odd w");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, y, NROWS, 0, 6) == GGML_T2P_ERR_RANGE, "rows 0..6");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, y, NROWS, 8, 4) == GGML_T2P_ERR_RANGE, "rows 8..4");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, y, NROWS, 0, NROWS + 4) == GGML_T2P_ERR_RANGE, "rows past the end");
+    CHECK(ggml_t2p_gemv(9, 1, packed, wsize, NROWS, K, a1, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "layout 9");
+    CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 42, packed, wsize, NROWS, K, a1, asize, y, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "kernel 42");
     CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w, sizeof(w), NROWS, K, packed, wsize - 136) == GGML_T2P_ERR_BUFFER_SIZE, "short dst repack");
     CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, packed, wsize, NROWS, K, packed, wsize) == GGML_T2P_ERR_INVALID_ARGUMENT, "in-place repack");
     {
         float ys[2 * NROWS + 1];
-        CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, (float *)((char *)ys + 1), NROWS, 0, NROWS) == GGML_T2P_ERR_MISALIGNED, "odd dst");
-        CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, act, asize, 2, ys, SIZE_MAX, INT64_MAX, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "dst extent past isize::MAX");
+        CHECK(ggml_t2p_gemv(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a1, asize, (float *)((char *)ys + 1), NROWS, 0, NROWS) == GGML_T2P_ERR_MISALIGNED, "odd dst");
+        size_t a2size = 0;
+        CHECK(ggml_t2p_act_packed_size(GGML_T2P_LAYOUT_T2P, 1, K, 2, &a2size) == GGML_T2P_OK, "act size 2");
+        void * a2 = aligned_alloc(64, a2size + 64);
+        memset(a2, 0, a2size);
+        CHECK(ggml_t2p_gemm(GGML_T2P_LAYOUT_T2P, 1, packed, wsize, NROWS, K, a2, a2size, 2, ys, SIZE_MAX, INT64_MAX, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "dst extent past isize::MAX");
+        free(a2);
     }
 
+    free(a1);
     free(packed);
     printf("c abi smoke: %d/%d checks passed\n", checks - failures, checks);
     return failures == 0 ? 0 : 1;

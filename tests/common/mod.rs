@@ -4,6 +4,7 @@
 
 use ggml_t2p::format::{as_bytes, cast_blocks, BlockPq2_0, BlockPtq1_0, BlockQ8K, Pod, QK};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
+use ggml_t2p::repack::Layout;
 use ggml_t2p::KernelLevel;
 use half::f16;
 use std::path::PathBuf;
@@ -76,6 +77,19 @@ pub fn same_bytes<T: Pod>(a: &[T], b: &[T]) -> bool {
 /// Every kernel level this machine can run, portable first.
 pub fn levels() -> Vec<KernelLevel> {
     KernelLevel::ALL.into_iter().filter(|l| l.is_available()).collect()
+}
+
+/// Every kernel level this machine can run on `layout`, portable first.
+pub fn levels_for(layout: Layout) -> Vec<KernelLevel> {
+    levels().into_iter().filter(|l| l.runs(layout)).collect()
+}
+
+/// Names of the (layout, level) pairs this machine runs, for the summary lines.
+pub fn level_names() -> Vec<String> {
+    Layout::ALL
+        .iter()
+        .flat_map(|&lay| levels_for(lay).into_iter().map(move |l| format!("{}/{}", lay.name(), l.name())))
+        .collect()
 }
 
 /// splitmix64: a tiny deterministic generator for test data.

@@ -1,0 +1,187 @@
+//! The X16 tile body shared by the three x86 levels ([`super::x86_avx2`], [`super::x86_avxvnni`],
+//! [`super::x86_avx512vnni`]). Each level implements [`Isa`] (a handful of `#[inline(always)]`
+//! register operations) and instantiates [`gemm_x16`] inside its own `#[target_feature]` function,
+//! so the whole body compiles to that level's instructions.
+//!
+//! ## The arithmetic (one 16-row X16 block against one activation column)
+//! A 64-byte word `w` holds, per row lane, the codes `u = w + 1` of weights `16w .. 16w+16`, slot
+//! `s` = 4-weight group `4w + s` (see [`crate::format::BlockX16`]). One shift and four masks give
+//! the slots as unsigned bytes:
+//!
+//! | operand | value per byte | group |
+//! |---|---|---|
+//! | `v & 0x03` | `u` (x1) | `4w` |
+//! | `v & 0x0C` | `4u` (x4) | `4w + 1` |
+//! | `(v >> 4) & 0x03` | `u` (x1) | `4w + 2` |
+//! | `(v >> 4) & 0x0C` | `4u` (x4) | `4w + 3` |
+//!
+//! Each is multiplied (`vpdpbusd`, or `vpmaddubsw` on AVX2) with its group's four int8
+//! activations broadcast to every lane, into an x1 and an x4 accumulator per lane. Per block,
+//! `dot(u, y) = S1 + S4 / 4` (the x4 sum is an exact multiple of 4), and
+//! `isum = dot(u, y) - sum(y)`, with `-sum(y)` from the pack ([`Q8Half::nysum`]) seeding the
+//! accumulator. The float step is the reference's, per lane: `sumf = fma(fp32(d) * d_y,
+//! (float) isum, sumf)` (`vcvtph2ps`, `vmulps`, `vcvtdq2ps`, `vfmadd231ps`), so every output has
+//! the reference bits. Tiles of several columns share each decoded word.
+
+use super::act_pack::Q8Half;
+use super::Job;
+use crate::format::{BlockX16, X16_ROWS};
+use half::f16;
+
+/// The register operations a level provides. All methods are `#[inline(always)]` and only ever
+/// run inside the level's `#[target_feature]` function.
+pub(crate) trait Isa {
+    /// Integer vector: `LANES` 32-bit lanes, one row each.
+    type V: Copy;
+    /// f32 vector of `LANES` lanes.
+    type F: Copy;
+    /// Per (vector of rows, column) integer accumulator state of one block.
+    type Acc: Copy;
+    /// Rows per vector: 8 (ymm) or 16 (zmm).
+    const LANES: usize;
+
+    /// Loads `4 * LANES` bytes (unaligned).
+    unsafe fn load(p: *const u8) -> Self::V;
+    /// The four slot operands of a word vector: `[v & 3, v & 0xC, (v >> 4) & 3, (v >> 4) & 0xC]`.
+    unsafe fn slots(v: Self::V) -> [Self::V; 4];
+    /// Broadcasts the 4 bytes at `p` to every lane.
+    unsafe fn bcast(p: *const i8) -> Self::V;
+    /// A block's fresh accumulator, seeded with `nysum = -sum(y)`.
+    unsafe fn acc_new(nysum: i32) -> Self::Acc;
+    /// Adds `u . y` per lane (4 byte products) to the x1 sums.
+    unsafe fn dot1(acc: &mut Self::Acc, u: Self::V, y: Self::V);
+    /// Adds `u . y` per lane to the x4 sums (`u` holds `4 * code`).
+    unsafe fn dot4(acc: &mut Self::Acc, u: Self::V, y: Self::V);
+    /// Called after words 3 and 7 of a block (AVX2 widens its int16 sums there).
+    unsafe fn flush(acc: &mut Self::Acc);
+    /// The block's `isum` per lane.
+    unsafe fn isum(acc: Self::Acc) -> Self::V;
+    /// `LANES` fp16 scales at `p` as f32 (exact).
+    unsafe fn scales(p: *const f16) -> Self::F;
+    /// Zero.
+    unsafe fn fzero() -> Self::F;
+    /// `fma(d * dy, (float) isum, sumf)` per lane, the product rounded first.
+    unsafe fn fstep(sumf: Self::F, d: Self::F, dy: f32, isum: Self::V) -> Self::F;
+    /// Stores `LANES` floats at `p` (unaligned).
+    unsafe fn store(p: *mut f32, v: Self::F);
+}
+
+/// One tile: row tile `t` (16 rows, `R = 16 / LANES` vectors) x columns `c0 .. c0 + NC`.
+///
+/// # Safety
+/// The level's features are available; `job` validated by `gemm_raw` (Halves pack);
+/// `c0 + NC <= job.n_cols`; the job owns tile `t`'s rows.
+#[inline(always)]
+unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>, t: usize, c0: usize) {
+    debug_assert_eq!(R * I::LANES, X16_ROWS);
+    let nb = job.nb;
+    // SAFETY: register setup.
+    let mut sumf = [[unsafe { I::fzero() }; NC]; R];
+    let blocks = job.tile(t);
+    // No closures (`core::array::from_fn`) in here: they are not inlined into the caller's
+    // `#[target_feature]` function, and every intrinsic in them would become a call.
+    for (i, b) in blocks.iter().enumerate() {
+        let mut a = [&job.act[0]; NC];
+        for (c, x) in a.iter_mut().enumerate() {
+            *x = &job.act[(c0 + c) * nb + i];
+        }
+        // SAFETY: every pointer below is inside block `b` or a column's element `a[c]`.
+        unsafe {
+            let mut acc = [[I::acc_new(0); NC]; R];
+            for row in acc.iter_mut() {
+                for (c, x) in row.iter_mut().enumerate() {
+                    *x = I::acc_new(a[c].nysum);
+                }
+            }
+            // written out word by word: a loop keeps the accumulators of big tiles in memory
+            macro_rules! word {
+                ($w:expr) => {{
+                    let mut y = [[I::bcast(a[0].qs.as_ptr()); 4]; NC];
+                    for (c, yc) in y.iter_mut().enumerate() {
+                        let p = a[c].qs.as_ptr().add(16 * $w);
+                        *yc = [I::bcast(p), I::bcast(p.add(4)), I::bcast(p.add(8)), I::bcast(p.add(12))];
+                    }
+                    for (h, row) in acc.iter_mut().enumerate() {
+                        let s = I::slots(I::load(b.qs[$w].as_ptr().add(4 * I::LANES * h)));
+                        for (c, x) in row.iter_mut().enumerate() {
+                            I::dot1(x, s[0], y[c][0]);
+                            I::dot4(x, s[1], y[c][1]);
+                            I::dot1(x, s[2], y[c][2]);
+                            I::dot4(x, s[3], y[c][3]);
+                        }
+                    }
+                }};
+            }
+            word!(0);
+            word!(1);
+            word!(2);
+            word!(3);
+            for row in acc.iter_mut() {
+                for x in row.iter_mut() {
+                    I::flush(x);
+                }
+            }
+            word!(4);
+            word!(5);
+            word!(6);
+            word!(7);
+            for (h, row) in acc.iter_mut().enumerate() {
+                let d = I::scales(b.d.as_ptr().add(I::LANES * h));
+                for (c, x) in row.iter_mut().enumerate() {
+                    I::flush(x);
+                    sumf[h][c] = I::fstep(sumf[h][c], d, a[c].d, I::isum(*x));
+                }
+            }
+        }
+    }
+    let r0 = X16_ROWS * t;
+    let rows = X16_ROWS.min(job.n_rows - r0);
+    for c in 0..NC {
+        // SAFETY: the job owns rows r0 .. r0 + rows of every column (validated); a partial tile
+        // goes through a local buffer so padding rows are never stored.
+        unsafe {
+            let dst = job.out.ptr.add((c0 + c) * job.out.col_stride + r0);
+            if rows == X16_ROWS {
+                for (h, v) in sumf.iter().enumerate() {
+                    I::store(dst.add(I::LANES * h), v[c]);
+                }
+            } else {
+                let mut tmp = [0.0f32; X16_ROWS];
+                for (h, v) in sumf.iter().enumerate() {
+                    I::store(tmp.as_mut_ptr().add(I::LANES * h), v[c]);
+                }
+                core::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, rows);
+            }
+        }
+    }
+}
+
+/// The X16 gemm (and gemv: one column): for each row tile, columns in tiles of `NC`, then 4, 2, 1
+/// for the rest (each smaller tile only when `NC` is larger).
+///
+/// # Safety
+/// As [`tile`] for every tile of the job.
+#[inline(always)]
+pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>) {
+    for t in job.tiles.clone() {
+        let mut c0 = 0;
+        // SAFETY (each call): c0 + width <= n_cols by the loop conditions; the rest is forwarded.
+        unsafe {
+            while c0 + NC <= job.n_cols {
+                tile::<I, R, NC>(job, t, c0);
+                c0 += NC;
+            }
+            if NC > 4 && c0 + 4 <= job.n_cols {
+                tile::<I, R, 4>(job, t, c0);
+                c0 += 4;
+            }
+            if NC > 2 && c0 + 2 <= job.n_cols {
+                tile::<I, R, 2>(job, t, c0);
+                c0 += 2;
+            }
+            if NC > 1 && c0 < job.n_cols {
+                tile::<I, R, 1>(job, t, c0);
+            }
+        }
+    }
+}
