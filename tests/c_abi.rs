@@ -1,9 +1,10 @@
-//! Builds `tests/c/abi_smoke.c` with the `cc` crate against `include/ggml_t2p.h` and the
-//! `libggml_t2p.a` that this `cargo test` just built, runs it, and requires exit status 0.
+//! Builds the C programs of `tests/c/` with the `cc` crate against `include/ggml_t2p.h` and the
+//! `libggml_t2p.a` that this `cargo test` just built, runs them, and requires exit status 0:
+//! `abi_smoke.c` (the whole C ABI, bits and status codes) and `fork_smoke.c` (load, fork, load).
 //!
-//! On a cross target (aarch64 under qemu) the host cannot run the program from inside the test;
-//! `tools/qemu-test.sh` links the same program statically for aarch64 and runs it under each qemu
-//! CPU instead, so this test says so and returns.
+//! On a cross target (aarch64 under qemu) the host cannot run the programs from inside the test;
+//! `tools/qemu-test.sh` links the same programs statically for aarch64 and runs them under each
+//! qemu CPU instead, so these tests say so and return.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,15 +28,16 @@ fn staticlib() -> PathBuf {
     found.pop().expect("libggml_t2p.a not found beside the test binary").1
 }
 
-#[test]
-fn c_program_links_and_runs() {
+/// Compiles `tests/c/<name>.c` against the header and the staticlib; the executable's path, or
+/// `None` on a cross target (the host cannot run it).
+fn build_c_program(name: &str) -> Option<PathBuf> {
     let (target, host) = (env!("GGML_T2P_BUILD_TARGET"), env!("GGML_T2P_BUILD_HOST"));
     if target != host {
-        println!("c abi: cross target {target}; tools/qemu-test.sh runs the C program under qemu");
-        return;
+        println!("c abi: cross target {target}; tools/qemu-test.sh runs the C programs under qemu");
+        return None;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_abi");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("c_{name}"));
     std::fs::create_dir_all(&out).unwrap();
     let objects = cc::Build::new()
         .target(target)
@@ -45,11 +47,12 @@ fn c_program_links_and_runs() {
         .cargo_metadata(false)
         .warnings_into_errors(true)
         .flag("-std=c11")
+        .define("_POSIX_C_SOURCE", "200809L")
         .include(root.join("include"))
-        .file(root.join("tests/c/abi_smoke.c"))
+        .file(root.join(format!("tests/c/{name}.c")))
         .compile_intermediates();
     let compiler = cc::Build::new().target(target).host(host).opt_level(2).cargo_metadata(false).get_compiler();
-    let exe = out.join("abi_smoke");
+    let exe = out.join(name);
     let lib = staticlib();
     let status = compiler
         .to_command()
@@ -60,10 +63,30 @@ fn c_program_links_and_runs() {
         .status()
         .expect("run the C compiler to link");
     assert!(status.success(), "linking {} failed", lib.display());
+    println!("c abi: {name} linked against {}", lib.display());
+    Some(exe)
+}
+
+#[test]
+fn c_program_links_and_runs() {
+    let Some(exe) = build_c_program("abi_smoke") else { return };
     let run = Command::new(&exe).output().expect("run abi_smoke");
     let stdout = String::from_utf8_lossy(&run.stdout);
     print!("{stdout}");
-    println!("c abi: linked against {}", lib.display());
     assert!(run.status.success(), "abi_smoke failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains("checks passed"), "abi_smoke printed no summary");
+}
+
+/// Load, fork, load again (issue 11): the child's repack returns with the parent's bytes, and no
+/// library thread outlives a repack; for the T2P and X16 layouts.
+#[test]
+fn repack_survives_fork() {
+    let Some(exe) = build_c_program("fork_smoke") else { return };
+    for layout in ["1", "3"] {
+        let run = Command::new(&exe).args([layout, "60"]).output().expect("run fork_smoke");
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        print!("{stdout}");
+        assert!(run.status.success(), "fork_smoke (layout {layout}) failed: {stdout}");
+        assert!(stdout.contains("load, fork, load: PASS"), "fork_smoke printed no verdict");
+    }
 }

@@ -9,8 +9,8 @@ usage() {
 usage: tools/qemu-test.sh [--cpus "max neoverse-n1 cortex-a76 cortex-a72"] [--no-install] [--release]
 
 Runs every test binary of the crate, built for aarch64 and linked statically, under
-`qemu-aarch64-static -cpu <model>` for each CPU model, and the C program tests/c/abi_smoke.c
-linked against the aarch64 libggml_t2p.a. Prints one line per CPU model and exits non-zero if any
+`qemu-aarch64-static -cpu <model>` for each CPU model, and the C programs tests/c/abi_smoke.c and
+tests/c/fork_smoke.c (load, fork, load) linked against the aarch64 libggml_t2p.a. Prints one line per CPU model and exits non-zero if any
 run fails. Logs: target/qemu-logs/<cpu>.log.
 
   --cpus LIST    qemu CPU models (default: max neoverse-n1 cortex-a76 cortex-a72)
@@ -71,6 +71,9 @@ LIB="$CARGO_TARGET_DIR/$TARGET/$PROFILE_DIR/libggml_t2p.a"
 cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}" 2>/dev/null || cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}"
 SMOKE="$CARGO_TARGET_DIR/abi_smoke-aarch64"
 aarch64-linux-gnu-gcc -static -O2 -std=c11 -Wall -Werror -I include tests/c/abi_smoke.c "$LIB" -lpthread -ldl -lm -o "$SMOKE"
+FORK="$CARGO_TARGET_DIR/fork_smoke-aarch64"
+aarch64-linux-gnu-gcc -static -O2 -std=c11 -Wall -Werror -D_POSIX_C_SOURCE=200809L -I include tests/c/fork_smoke.c "$LIB" \
+  -lpthread -ldl -lm -o "$FORK"
 
 mkdir -p "$ROOT/target/qemu-logs"
 FAILED=0
@@ -80,9 +83,13 @@ for cpu in $CPUS; do
   ok=1
   passed=0
   start=$SECONDS
-  for bin in "${BINS[@]}" "$SMOKE"; do
+  for bin in "${BINS[@]}" "$SMOKE" "$FORK"; do
     args=()
-    [ "$bin" = "$SMOKE" ] || args=(--nocapture --test-threads=2 ${QEMU_TEST_ARGS:-})
+    case "$bin" in
+      "$SMOKE") ;;
+      "$FORK") args=(1 120) ;;   # layout T2P, child timeout 120 s
+      *) args=(--nocapture --test-threads=2 ${QEMU_TEST_ARGS:-}) ;;
+    esac
     echo "=== $(basename "$bin") ${args[*]}" >> "$log"
     if qemu-aarch64-static -cpu "$cpu" "$bin" "${args[@]}" >> "$log" 2>&1; then :; else ok=0; fi
   done
@@ -91,7 +98,7 @@ for cpu in $CPUS; do
   features=$(grep -m1 -Eo 'cpu features 0x[0-9a-f]+, best kernel [^,]*$' "$log" || true)
   if [ "$ok" = 1 ]; then status=PASS; else status=FAIL; FAILED=1; fi
   printf 'qemu -cpu %-12s %s  %d tests passed, %d failed, %s  (%ds)\n' "$cpu" "$status" "$passed" "$failed" "$features" $((SECONDS - start))
-  grep -E '^(golden|oracle|c abi|kernels|ptq1_0 digits|split)' "$log" | sed 's/^/    /' || true
+  grep -E '^(golden|oracle|c abi|kernels|ptq1_0 digits|split|fork smoke)' "$log" | sed 's/^/    /' || true
   if [ "$ok" != 1 ]; then
     grep -E 'panicked|FAIL|failed|error' "$log" | head -20 | sed 's/^/    ! /'
   fi
