@@ -6,10 +6,11 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: tools/test-all.sh [--no-install] [--host-only]
+usage: tools/test-all.sh [--no-install] [--host-only] [--no-x86-emu]
 
   --no-install   fail instead of apt-get installing missing packages
-  --host-only    skip the aarch64 qemu runs
+  --host-only    skip the aarch64 qemu runs and the emulated x86 levels
+  --no-x86-emu   skip the x86-64 levels this CPU lacks (AVX-VNNI, AVX-512 VNNI) under Bochs
   -h, --help     this text
 
 Environment: GGML_T2P_GOLDEN_DIR (default ../shared/golden beside the repo; a missing directory fails).
@@ -18,10 +19,12 @@ USAGE
 
 INSTALL=1
 QEMU=1
+X86EMU=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) INSTALL=0; shift ;;
-    --host-only) QEMU=0; shift ;;
+    --host-only) QEMU=0; X86EMU=0; shift ;;
+    --no-x86-emu) X86EMU=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test-all: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -58,8 +61,17 @@ fi
 echo "== host: benches and tools build"
 cargo bench --no-run --quiet
 bash -n tools/qemu-test.sh tools/toolchain.sh
-for t in tools/*.py; do PYTHONDONTWRITEBYTECODE=1 python3 "$t" --help >/dev/null; done
-for t in tools/*.sh; do bash "$t" --help >/dev/null; done
+# every tool answers --help (ab.py, ppl-check.py and t2p.py replaced ab.sh and ppl-check.sh)
+for t in tools/*.py; do
+  PYTHONDONTWRITEBYTECODE=1 python3 "$t" --help >/dev/null || { echo "test-all: python3 $t --help failed" >&2; exit 1; }
+done
+for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; exit 1; }; done
+
+if [ "$X86EMU" = 1 ] && [ "$(uname -m)" = x86_64 ]; then
+  echo "== x86-64 levels under Bochs (AVX-VNNI, AVX-512 VNNI: real instructions, emulated CPU)"
+  python3 tools/x86-emu.py --self-test
+  python3 tools/x86-emu-test.py
+fi
 
 if [ "$QEMU" = 1 ]; then
   echo "== aarch64 under qemu"

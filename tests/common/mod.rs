@@ -74,9 +74,23 @@ pub fn same_bytes<T: Pod>(a: &[T], b: &[T]) -> bool {
     as_bytes(a) == as_bytes(b)
 }
 
-/// Every kernel level this machine can run, portable first.
+/// Every kernel level this machine can run, portable first; `GGML_T2P_TEST_LEVELS=a,b` (level
+/// names) narrows that to the named ones (for slow emulators: the reference *formula* is still
+/// what every output is held against). A named level the CPU lacks is a failure, not a skip.
 pub fn levels() -> Vec<KernelLevel> {
-    KernelLevel::ALL.into_iter().filter(|l| l.is_available()).collect()
+    let all: Vec<KernelLevel> = KernelLevel::ALL.into_iter().filter(|l| l.is_available()).collect();
+    match std::env::var("GGML_T2P_TEST_LEVELS") {
+        Ok(names) if !names.is_empty() => names
+            .split(',')
+            .map(|n| {
+                let l = KernelLevel::from_name(n.trim())
+                    .unwrap_or_else(|| panic!("GGML_T2P_TEST_LEVELS: unknown level {n}"));
+                assert!(l.is_available(), "GGML_T2P_TEST_LEVELS: this CPU cannot run {n}");
+                l
+            })
+            .collect(),
+        _ => all,
+    }
 }
 
 /// Every kernel level this machine can run on `layout`, portable first.

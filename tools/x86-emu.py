@@ -1,0 +1,1264 @@
+#!/usr/bin/env python3
+"""Run a statically linked x86-64 Linux program under the Bochs emulator with a chosen CPU
+feature set (AVX2 / AVX-VNNI / AVX-512 VNNI / both), and return its output and exit status.
+
+Why Bochs: QEMU's TCG implements neither AVX-VNNI nor AVX-512; Bochs (3.0) implements both, with
+CPU models that report them in CPUID. Debian bookworm ships Bochs 2.7, whose CPU models cannot
+enable AVX-VNNI, so this tool builds Bochs 3.0 from Debian trixie's source package (once, cached).
+
+Everything comes from Debian's apt repositories through a private apt configuration (nothing is
+installed system-wide) and is cached under target/x86-emu/ of the repository:
+
+  * bochs 3.0 source (trixie, deb-src), built here with g++/make into a headless binary;
+  * bochsbios + vgabios (bookworm): the BIOS and VGA BIOS images;
+  * linux-image-6.1.*-amd64 (bookworm): the guest kernel (only /boot/vmlinuz is kept);
+  * busybox-static (bookworm): the only program in the initramfs besides yours;
+  * isolinux + syslinux-common (bookworm): the El Torito boot loader and mboot.c32.
+
+Once, the kernel is decompressed here and laid out as a Multiboot image behind a small 32-bit
+shim (compiled with the host gcc) that enters Linux through its PVH entry point: the guest never
+runs the XZ decompressor (that alone was ~4.5e9 emulated instructions, ~40 s per boot).
+
+Each run writes an initramfs (busybox, an /init script, your program) and a bootable ISO image
+(both generated here in Python), boots it under Bochs with the serial ports going to files
+(ttyS0: kernel console and markers, ttyS1: the program's stdout, ttyS2: its stderr), runs the
+program once, powers off through ACPI (Bochs exits), and exits with the program's status.
+
+Known Bochs 3.0 / Linux 6.1 problems worked around here (see KERNEL_CMDLINE and CPU_SETS):
+models with CPUID leaf 0x15 make Linux trust a nominal TSC frequency (tsc_early_khz= is passed);
+with FSRM the guest kernel's memmove path corrupts its text (clearcpuid=fsrm, kernel side only);
+AMX without XFD makes Linux set an invalid XCR0 (AMX is excluded from the spr set).
+"""
+
+import argparse
+import fcntl
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = REPO / "target" / "x86-emu"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+BIN_SUITE = "bookworm"  # kernel, busybox, isolinux, BIOS images
+SRC_SUITE = "trixie"  # bochs source
+BOCHS_UPSTREAM = "3.0"  # bochs source version taken from SRC_SUITE (Debian trixie: 3.0+dfsg-1)
+
+# Exit statuses of this tool that are not the program's own.
+EXIT_TIMEOUT = 124
+EXIT_EMU_FAILURE = 125
+
+MARK_START = "@@X86EMU-START@@"
+MARK_EXIT = "@@X86EMU-EXIT"  # followed by " <status>@@"
+
+# ----------------------------------------------------------------------------------------------
+# CPU feature sets. `model` is a Bochs 3.0 CPU model; add/exclude are Bochs feature names
+# (cpu: add_features= / exclude_features=).
+CPU_SETS = {
+    "avx2": dict(
+        model="corei7_haswell_4770",
+        exclude="",
+        add="",
+        help="Haswell (Core i7-4770): AVX2, FMA, F16C, BMI1/2; no AVX-512, no VNNI of any kind. "
+        "The control: VNNI code must decline / die with SIGILL here.",
+    ),
+    "avxvnni": dict(
+        model="arrow_lake",
+        exclude="avx_ifma avx_vnni_int8 avx_vnni_int16 avx_ne_convert sha512 sm3 sm4 cmpccxadd lass",
+        add="",
+        help="Alder-Lake-like: AVX2, FMA, F16C + AVX-VNNI (VEX vpdpbusd on xmm/ymm); no AVX-512. "
+        "(Bochs' Arrow Lake model minus its post-Alder-Lake extensions: AVX-IFMA, "
+        "AVX-VNNI-INT8/INT16, AVX-NE-CONVERT, SHA512, SM3, SM4, CMPCCXADD, LASS.)",
+    ),
+    "avx512vnni": dict(
+        model="corei7_icelake_u",
+        exclude="",
+        add="",
+        help="Ice Lake (Core i7-1065G7), Zen-4-like: AVX-512 F/CD/BW/DQ/VL + AVX-512 VNNI "
+        "(EVEX vpdpbusd on xmm/ymm/zmm), also IFMA/VBMI/VBMI2/BITALG/VPOPCNTDQ, F16C, FMA; "
+        "no AVX-VNNI (the VEX form raises #UD).",
+    ),
+    "spr": dict(
+        model="sapphire_rapids",
+        exclude="amx amx_int8 amx_bf16 la57",
+        add="",
+        help="Sapphire Rapids: AVX-512 (incl. VNNI, BF16, FP16) + AVX-VNNI, F16C, FMA. "
+        "(AMX is left out: Bochs has no XFD, without which Linux 6.1 sets an invalid XCR0 and "
+        "panics; 5-level paging is left out too.)",
+    ),
+    "avx512": dict(
+        model="corei7_skylake_x",
+        exclude="",
+        add="",
+        help="Skylake-X: AVX-512 F/CD/BW/DQ/VL, FMA, F16C but no VNNI of any kind (extra control).",
+    ),
+}
+
+# Bochs build: headless, no plugins, no debugger, everything we do not need left out.
+BOCHS_CONFIGURE = [
+    "--with-nogui", "--without-x", "--without-x11",
+    "--enable-x86-64", "--enable-cpu-level=6", "--enable-avx", "--enable-evex", "--enable-amx",
+    "--enable-all-optimizations", "--enable-fpu", "--enable-pci", "--enable-cdrom",
+    "--disable-plugins", "--disable-debugger", "--disable-smp", "--disable-usb",
+    "--disable-ne2000", "--disable-sb16", "--disable-es1370", "--disable-gameport",
+    "--disable-busmouse", "--disable-docbook", "--disable-readline", "--disable-show-ips",
+    "--disable-xpm", "--disable-idle-hack", "--disable-cet", "--disable-svm", "--disable-vmx",
+    "--disable-stats",
+]
+BOCHS_CFLAGS = "-O2"
+
+KERNEL_CMDLINE = [
+    "console=ttyS0,115200", "quiet", "loglevel=1", "rdinit=/init", "panic=0",
+    "mitigations=off", "tsc=reliable", "no_timer_check",
+    # boot-time work that only costs emulated time here: the crypto self-tests (~15 s of guest
+    # time), the W+X page-table check after write-protecting the kernel, loading the built-in
+    # X.509 certificates, ftrace/kprobe event tables, tracefs, TCP cubic
+    "cryptomgr.notests=1", "rodata=off",
+    "initcall_blacklist=load_system_certificate_list,trace_eval_init,init_kprobe_trace,"
+    "tracer_init_tracefs,cubictcp_register",
+    # With FSRM (Ice Lake and later models) the kernel's own memmove takes a `rep movsb` path
+    # that leaves the guest kernel with corrupted text under Bochs 3.0 (boot hangs in a page
+    # fault loop); this only changes what the kernel uses, not what CPUID shows to programs.
+    "clearcpuid=fsrm",
+]
+
+
+def log(msg):
+    print(f"x86-emu: {msg}", file=sys.stderr, flush=True)
+
+
+class ToolError(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Fetching with a private apt configuration.
+
+class Apt:
+    def __init__(self, cache: Path, mirror: str):
+        self.root = cache / "apt"
+        self.mirror = mirror
+        for d in ("lists/partial", "archives/partial", "empty"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        src = self.root / "sources.list"
+        text = (
+            f"deb [arch=amd64 signed-by={KEYRING}] {mirror} {BIN_SUITE} main\n"
+            f"deb-src [signed-by={KEYRING}] {mirror} {SRC_SUITE} main\n"
+        )
+        if not src.exists() or src.read_text() != text:
+            src.write_text(text)
+            stamp = self.root / "updated"
+            if stamp.exists():
+                stamp.unlink()
+
+    def opts(self):
+        r = self.root
+        o = {
+            "Dir::Etc::SourceList": r / "sources.list",
+            "Dir::Etc::SourceParts": r / "empty",
+            "Dir::Etc::Preferences": r / "empty" / "none",
+            "Dir::Etc::PreferencesParts": r / "empty",
+            "Dir::State::Lists": r / "lists",
+            "Dir::Cache": r,
+            "Dir::Cache::archives": r / "archives",
+            "Dir::State::status": "/var/lib/dpkg/status",
+            "APT::Get::AllowUnauthenticated": "false",
+            "Acquire::Languages": "none",
+            "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled": "false",
+            "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled": "false",
+            "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled": "false",
+            "Acquire::IndexTargets::deb::DEP-11-icons-hidpi::DefaultEnabled": "false",
+            "Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled": "false",
+            "Acquire::IndexTargets::deb::CNF::DefaultEnabled": "false",
+        }
+        if os.geteuid() == 0:
+            o["APT::Sandbox::User"] = "root"
+        out = []
+        for k, v in o.items():
+            out += ["-o", f"{k}={v}"]
+        return out
+
+    def run(self, tool, *args, cwd=None, check=True):
+        cmd = [tool, *self.opts(), *args]
+        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if check and p.returncode != 0:
+            raise ToolError(f"{' '.join(cmd[:1] + list(args))} failed:\n{p.stdout[-3000:]}")
+        return p
+
+    def update(self, force=False):
+        stamp = self.root / "updated"
+        if stamp.exists() and not force and time.time() - stamp.stat().st_mtime < 14 * 86400:
+            return
+        log(f"apt-get update (private lists: {BIN_SUITE} main, {SRC_SUITE} main sources)")
+        self.run("apt-get", "update")
+        stamp.write_text(time.ctime() + "\n")
+
+    def field(self, package, name, showsrc=False):
+        p = self.run("apt-cache", "showsrc" if showsrc else "show", package)
+        return re.findall(rf"^{name}: (.*)$", p.stdout, re.M)
+
+    def download(self, package, dest: Path):
+        """apt-get download PACKAGE into dest; returns the .deb path."""
+        dest.mkdir(parents=True, exist_ok=True)
+        name = package.split("=")[0]
+        for f in dest.glob(f"{name}_*.deb"):
+            return f
+        try:
+            self.run("apt-get", "download", package, cwd=dest)
+        except ToolError:
+            self.update(force=True)
+            self.run("apt-get", "download", package, cwd=dest)
+        debs = list(dest.glob(f"{name}_*.deb"))
+        if not debs:
+            raise ToolError(f"apt-get download {package} produced no .deb")
+        return debs[0]
+
+
+def deb_extract(deb: Path, dest: Path, members=None):
+    """Extract a .deb (optionally only the given member paths, e.g. './bin/busybox')."""
+    dest.mkdir(parents=True, exist_ok=True)
+    p1 = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=p1.stdout, mode="r|") as tf:
+        for m in tf:
+            if members is None or any(m.name == x or m.name.startswith(x.rstrip("*"))
+                                      for x in members):
+                tf.extract(m, dest, set_attrs=False)
+    if p1.wait() != 0:
+        raise ToolError(f"dpkg-deb --fsys-tarfile {deb} failed")
+
+
+class Assets:
+    """Everything downloaded/built, under the cache directory (protected by a file lock)."""
+
+    def __init__(self, cache: Path, mirror: str, jobs: int):
+        self.cache = cache
+        self.mirror = mirror
+        self.jobs = jobs
+        self.bochs = cache / "bin" / "bochs"
+        self.bios = cache / "bios" / "BIOS-bochs-latest"
+        self.vgabios = cache / "bios" / "VGABIOS-lgpl-latest"
+        self.kernel = cache / "boot" / "vmlinuz"
+        self.isolinux = cache / "boot" / "isolinux.bin"
+        self.ldlinux = cache / "boot" / "ldlinux.c32"
+        self.mboot = cache / "boot" / "mboot.c32"
+        self.libcom32 = cache / "boot" / "libcom32.c32"
+        self.busybox = cache / "boot" / "busybox"
+        self.pvh = cache / "boot" / "kernel.mb"
+
+    def ready(self):
+        return all(p.exists() for p in (self.bochs, self.bios, self.vgabios, self.kernel,
+                                        self.isolinux, self.ldlinux, self.mboot, self.libcom32,
+                                        self.busybox, self.pvh)) \
+            and self._bochs_stamp_ok() and self._pvh_stamp_ok()
+
+    def _bochs_stamp(self):
+        return f"{BOCHS_UPSTREAM}\n{BOCHS_CFLAGS}\n{' '.join(BOCHS_CONFIGURE)}\n"
+
+    def _bochs_stamp_ok(self):
+        st = self.cache / "bin" / "bochs.stamp"
+        return st.exists() and st.read_text() == self._bochs_stamp()
+
+    def ensure(self):
+        self.cache.mkdir(parents=True, exist_ok=True)
+        with open(self.cache / "lock", "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX)
+            if self.ready():
+                return
+            apt = Apt(self.cache, self.mirror)
+            apt.update()
+            debs = self.cache / "debs"
+            if not all(p.exists() for p in (self.busybox, self.isolinux, self.ldlinux,
+                                            self.mboot, self.libcom32)):
+                self._fetch_boot_bits(apt, debs)
+            if not (self.bios.exists() and self.vgabios.exists()):
+                self._fetch_bios(apt, debs)
+            if not self.kernel.exists():
+                self._fetch_kernel(apt, debs)
+            if not (self.pvh.exists() and self._pvh_stamp_ok()):
+                self._build_pvh_image()
+            if not (self.bochs.exists() and self._bochs_stamp_ok()):
+                self._build_bochs(apt)
+
+    def _fetch_boot_bits(self, apt, debs):
+        x = self.cache / "x"
+        for pkg in ("busybox-static", "isolinux", "syslinux-common"):
+            log(f"fetching {pkg}")
+            deb_extract(apt.download(pkg, debs), x, [
+                "./bin/busybox", "./usr/lib/ISOLINUX/isolinux.bin",
+                "./usr/lib/syslinux/modules/bios/"])
+        (self.cache / "boot").mkdir(exist_ok=True)
+        shutil.copy(x / "bin/busybox", self.busybox)
+        shutil.copy(x / "usr/lib/ISOLINUX/isolinux.bin", self.isolinux)
+        mods = x / "usr/lib/syslinux/modules/bios"
+        for m, out in (("ldlinux.c32", self.ldlinux), ("mboot.c32", self.mboot),
+                       ("libcom32.c32", self.libcom32)):
+            shutil.copy(mods / m, out)
+
+    def _fetch_bios(self, apt, debs):
+        x = self.cache / "x"
+        for pkg in ("bochsbios", "vgabios"):
+            log(f"fetching {pkg}")
+            deb_extract(apt.download(pkg, debs), x)
+        (self.cache / "bios").mkdir(exist_ok=True)
+        # (bochs' own VGABIOS-lgpl-latest is a symlink to vgabios' vgabios.bin)
+        for link, out in ((x / "usr/share/bochs/BIOS-bochs-latest", self.bios),
+                          (x / "usr/share/vgabios/vgabios.bin", self.vgabios)):
+            target = link
+            for _ in range(8):
+                if not target.is_symlink():
+                    break
+                t = os.readlink(target)
+                target = (x / t.lstrip("/")) if t.startswith("/") else target.parent / t
+            shutil.copy(target, out)
+
+    def _fetch_kernel(self, apt, debs):
+        deps = apt.field("linux-image-amd64", "Depends")
+        names = [re.match(r"\s*(linux-image-[\w.+-]+)", d) for d in deps]
+        names = [m.group(1) for m in names if m]
+        if not names:
+            raise ToolError("cannot resolve linux-image-amd64 to a kernel package")
+        pkg = sorted(names)[-1]
+        log(f"fetching {pkg} (about 70 MB; only /boot/vmlinuz-* is kept)")
+        deb = apt.download(pkg, debs)
+        x = self.cache / "x"
+        deb_extract(deb, x, ["./boot/vmlinuz-"])
+        vm = sorted((x / "boot").glob("vmlinuz-*"))
+        if not vm:
+            raise ToolError(f"no /boot/vmlinuz-* in {deb.name}")
+        (self.cache / "boot").mkdir(exist_ok=True)
+        shutil.copy(vm[-1], self.kernel)
+        (self.cache / "boot" / "kernel-version").write_text(vm[-1].name + "\n")
+        deb.unlink()  # 70 MB, only needed once
+
+    def _pvh_stamp(self):
+        h = hashlib.sha256(SHIM_C.encode() + SHIM_S.encode())
+        h.update(self.kernel.read_bytes() if self.kernel.exists() else b"")
+        return h.hexdigest() + "\n"
+
+    def _pvh_stamp_ok(self):
+        st = self.cache / "boot" / "kernel.mb.stamp"
+        return st.exists() and st.read_text() == self._pvh_stamp()
+
+    def _build_pvh_image(self):
+        log("making the uncompressed PVH kernel image (kernel.mb) from vmlinuz")
+        img = build_pvh_image(self.kernel.read_bytes(), build_shim(self.cache / "shim"))
+        self.pvh.write_bytes(img)
+        (self.cache / "boot" / "kernel.mb.stamp").write_text(self._pvh_stamp())
+
+    def _build_bochs(self, apt):
+        for t in ("g++", "make"):
+            if not shutil.which(t):
+                raise ToolError(f"building Bochs needs {t}: apt-get install g++ make")
+        srcdir = self.cache / "src"
+        srcdir.mkdir(exist_ok=True)
+        rec = apt.run("apt-cache", "showsrc", "bochs").stdout
+        version = (re.findall(r"^Version: (.*)$", rec, re.M) or [""])[0]
+        if not version.startswith(BOCHS_UPSTREAM + "+"):
+            raise ToolError(f"{SRC_SUITE} has bochs source {version!r}; this tool was made "
+                            f"for {BOCHS_UPSTREAM}")
+        orig = srcdir / f"bochs_{version.split('-')[0]}.orig.tar.xz"
+        m = re.search(r"^Checksums-Sha256:\n((?: .*\n?)+)", rec, re.M)
+        shas = {l.split()[2]: l.split()[0] for l in (m.group(1).splitlines() if m else [])
+                if len(l.split()) == 3}
+        if not orig.exists():
+            log(f"fetching bochs {version} source ({SRC_SUITE})")
+            # apt-get source also fetches the .dsc (which the mirror may refuse) and the
+            # packaging; only the upstream tarball is used, checked against the signed index.
+            apt.run("apt-get", "source", "--download-only", f"bochs={version}",
+                    cwd=srcdir, check=False)
+        if not orig.exists():
+            raise ToolError(f"apt-get source bochs={version} did not fetch {orig.name}")
+        want = shas.get(orig.name)
+        got = hashlib.sha256(orig.read_bytes()).hexdigest()
+        if not want or want != got:
+            orig.unlink()
+            raise ToolError(f"{orig.name}: sha256 {got} does not match the Sources index ({want})")
+        build = srcdir / "build"
+        if build.exists():
+            shutil.rmtree(build)
+        build.mkdir()
+        log("unpacking bochs source")
+        with tarfile.open(orig) as tf:
+            tf.extractall(build)
+        top = next(build.iterdir())
+        env = dict(os.environ, CFLAGS=BOCHS_CFLAGS, CXXFLAGS=BOCHS_CFLAGS)
+        t0 = time.time()
+        log(f"configuring and building bochs (one-time, make -j{self.jobs}; a few minutes)")
+        with open(srcdir / "build.log", "w") as bl:
+            for cmd in (["./configure", *BOCHS_CONFIGURE], ["make", f"-j{self.jobs}", "bochs"]):
+                p = subprocess.run(cmd, cwd=top, env=env, stdout=bl, stderr=subprocess.STDOUT)
+                if p.returncode != 0:
+                    raise ToolError(f"{cmd[0]} failed; see {srcdir / 'build.log'}")
+        (self.cache / "bin").mkdir(exist_ok=True)
+        shutil.copy(top / "bochs", self.bochs)
+        (self.cache / "bin" / "bochs.stamp").write_text(self._bochs_stamp())
+        shutil.rmtree(build)
+        log(f"bochs built in {time.time() - t0:.0f}s -> {self.bochs}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Fast boot: the Debian bzImage decompresses ~65 MB of XZ in the guest, which costs ~4.5 billion
+# emulated instructions (most of the boot). Instead, the kernel is decompressed here once, its
+# ELF segments are laid out flat at their physical addresses, and a tiny 32-bit shim placed just
+# below them is booted by syslinux's mboot.c32 as a Multiboot "a.out kludge" image (mboot loads
+# the flat file in place, the initramfs as a module). The shim turns the Multiboot information
+# into a PVH hvm_start_info and jumps to the kernel's PVH entry (CONFIG_PVH, as QEMU does for an
+# uncompressed vmlinux): no decompression, no real-mode setup.
+
+SHIM_SIZE = 0x4000
+KERNEL_PADDR = 0x1000000
+SHIM_BASE = KERNEL_PADDR - SHIM_SIZE
+
+SHIM_S = r"""
+    .section .text.start, "ax"
+    .code32
+    .globl _start, pvh_entry
+mb_header:
+    .long 0x1BADB002                   /* Multiboot magic */
+    .long 0x00010003                   /* align modules, memory info, a.out kludge */
+    .long -(0x1BADB002 + 0x00010003)
+    .long 0, 0, 0, 0, 0                /* header/load/load_end/bss_end/entry: patched */
+pvh_entry:
+    .long 0                            /* patched: kernel's PVH entry (physical) */
+_start:
+    cli
+    cld
+    mov $stack_top, %esp
+    push %ebx
+    push %eax
+    call shim_main
+1:  hlt
+    jmp 1b
+    .section .bss
+    .balign 16
+    .space 4096
+stack_top:
+    .section .note.GNU-stack, "", @progbits
+"""
+
+SHIM_C = r"""
+typedef unsigned int u32;
+typedef unsigned long long u64;
+struct mb_info { u32 flags, mem_lower, mem_upper, boot_device, cmdline, mods_count, mods_addr;
+                 u32 syms[4]; u32 mmap_length, mmap_addr; };
+struct mb_mod { u32 start, end, cmdline, pad; };
+struct mb_mmap { u32 size; u64 addr, len; u32 type; } __attribute__((packed));
+struct start_info { u32 magic, version, flags, nr_modules; u64 modlist_paddr, cmdline_paddr,
+                    rsdp_paddr, memmap_paddr; u32 memmap_entries, reserved; };
+struct modlist { u64 paddr, size, cmdline_paddr, reserved; };
+struct memmap { u64 addr, size; u32 type, reserved; };
+extern u32 pvh_entry;
+static struct start_info si;
+static struct modlist mods[4];
+static struct memmap mm[128];
+
+static u64 find_rsdp(void) {
+    for (u32 a = 0xE0000; a < 0x100000; a += 16) {
+        const char *p = (const char *)a;
+        if (p[0] == 'R' && p[1] == 'S' && p[2] == 'D' && p[3] == ' ' && p[4] == 'P' &&
+            p[5] == 'T' && p[6] == 'R' && p[7] == ' ')
+            return a;
+    }
+    return 0;
+}
+
+void shim_main(u32 magic, struct mb_info *mbi) {
+    if (magic != 0x2BADB002) for (;;) __asm__ volatile("hlt");
+    si.magic = 0x336ec578;             /* XEN_HVM_START_MAGIC_VALUE */
+    si.version = 1;
+    if (mbi->flags & (1u << 2)) {      /* command line, minus the first word (image name) */
+        const char *c = (const char *)mbi->cmdline;
+        while (*c && *c != ' ') c++;
+        while (*c == ' ') c++;
+        si.cmdline_paddr = (u32)c;
+    }
+    if (mbi->flags & (1u << 3)) {      /* modules: the first is the initramfs */
+        struct mb_mod *m = (struct mb_mod *)mbi->mods_addr;
+        u32 n = mbi->mods_count < 4 ? mbi->mods_count : 4;
+        for (u32 i = 0; i < n; i++) {
+            mods[i].paddr = m[i].start;
+            mods[i].size = m[i].end - m[i].start;
+        }
+        si.nr_modules = n;
+        si.modlist_paddr = (u32)mods;
+    }
+    if (mbi->flags & (1u << 6)) {      /* BIOS e820 memory map */
+        u32 n = 0;
+        for (u32 off = 0; off < mbi->mmap_length && n < 128; n++) {
+            struct mb_mmap *e = (struct mb_mmap *)(mbi->mmap_addr + off);
+            mm[n].addr = e->addr;
+            mm[n].size = e->len;
+            mm[n].type = e->type;
+            off += e->size + 4;
+        }
+        si.memmap_paddr = (u32)mm;
+        si.memmap_entries = n;
+    }
+    si.rsdp_paddr = find_rsdp();
+    __asm__ volatile("jmp *%0" : : "r"(pvh_entry), "b"(&si) : "memory");
+    for (;;) ;
+}
+"""
+
+
+def build_shim(work: Path) -> bytes:
+    for t in ("gcc", "ld", "objcopy"):
+        if not shutil.which(t):
+            raise ToolError(f"building the boot shim needs {t} (apt-get install gcc binutils)")
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "start.S").write_text(SHIM_S)
+    (work / "shim.c").write_text(SHIM_C)
+    (work / "shim.ld").write_text(
+        "ENTRY(_start)\nSECTIONS {\n  . = 0x%x;\n" % SHIM_BASE +
+        "  .all : { *(.text.start) *(.text*) *(.rodata*) *(.data*) *(.bss*) *(COMMON) }\n"
+        "  /DISCARD/ : { *(.note*) *(.comment) *(.eh_frame*) }\n}\n")
+    cflags = ["-m32", "-ffreestanding", "-fno-pic", "-fno-pie", "-fno-stack-protector",
+              "-mgeneral-regs-only", "-fno-asynchronous-unwind-tables", "-O2"]
+    for cmd in (["gcc", *cflags, "-c", "shim.c", "-o", "shim.o"],
+                ["gcc", "-m32", "-c", "start.S", "-o", "start.o"],
+                ["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", "shim.ld",
+                 "-o", "shim.elf", "start.o", "shim.o"],
+                ["objcopy", "-O", "binary", "shim.elf", "shim.bin"]):
+        p = subprocess.run(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        if p.returncode != 0:
+            raise ToolError(f"{' '.join(cmd)} failed:\n{p.stdout}")
+    nm = subprocess.run(["nm", "shim.elf"], cwd=work, stdout=subprocess.PIPE, text=True).stdout
+    syms = {l.split()[2]: int(l.split()[0], 16) for l in nm.splitlines() if len(l.split()) == 3}
+    if syms.get("pvh_entry") != SHIM_BASE + 0x20 or syms.get("_start") != SHIM_BASE + 0x24:
+        raise ToolError(f"unexpected shim layout: {syms}")
+    shim = (work / "shim.bin").read_bytes()
+    if len(shim) > SHIM_SIZE:
+        raise ToolError(f"shim is {len(shim)} bytes, more than {SHIM_SIZE}")
+    return shim
+
+
+def extract_vmlinux(bz: bytes) -> bytes:
+    import lzma
+    if bz[0x202:0x206] != b"HdrS":
+        raise ToolError("kernel image is not a bzImage")
+    i = bz.find(b"\xfd7zXZ\x00")
+    if i < 0:
+        raise ToolError("no XZ-compressed payload in the bzImage (only XZ kernels handled)")
+    return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(bz[i:])
+
+
+def build_pvh_image(bz: bytes, shim: bytes) -> bytes:
+    v = extract_vmlinux(bz)
+    if v[:5] != b"\x7fELF\x02":
+        raise ToolError("decompressed kernel is not an ELF64 vmlinux")
+    phoff, = struct.unpack_from("<Q", v, 32)
+    phentsize, phnum = struct.unpack_from("<HH", v, 54)
+    loads, entry = [], None
+    for i in range(phnum):
+        ptype, _fl, off, _va, pa, fsz, msz, _al = struct.unpack_from("<IIQQQQQQ", v,
+                                                                     phoff + i * phentsize)
+        if ptype == 1:
+            loads.append((pa, off, fsz, msz))
+        elif ptype == 4:  # PT_NOTE: look for XEN_ELFNOTE_PHYS32_ENTRY (18) of owner "Xen"
+            o = off
+            while o < off + fsz:
+                nsz, dsz, ntype = struct.unpack_from("<III", v, o)
+                name = v[o + 12:o + 12 + nsz].rstrip(b"\0")
+                desc = o + 12 + ((nsz + 3) & ~3)
+                if name == b"Xen" and ntype == 18:
+                    entry = struct.unpack_from("<I", v, desc)[0]
+                o = desc + ((dsz + 3) & ~3)
+    if entry is None:
+        raise ToolError("kernel has no PVH entry note (needs CONFIG_PVH)")
+    lo = min(p for p, _, _, _ in loads)
+    if lo != KERNEL_PADDR:
+        raise ToolError(f"kernel loads at 0x{lo:x}, not 0x{KERNEL_PADDR:x}")
+    file_end = max(p + f for p, _, f, _ in loads)
+    mem_end = max(p + m for p, _, _, m in loads)
+    flat = bytearray(file_end - lo)
+    for p, off, fsz, _ in loads:
+        flat[p - lo:p - lo + fsz] = v[off:off + fsz]
+    flat = bytes(flat).rstrip(b"\0")  # the rest is zero-filled by the loader (bss_end_addr)
+    img = bytearray(shim.ljust(SHIM_SIZE, b"\0")) + flat
+    load_end = SHIM_BASE + len(img)
+    struct.pack_into("<IIIII", img, 12, SHIM_BASE, SHIM_BASE, load_end, max(mem_end, load_end),
+                     SHIM_BASE + 0x24)
+    struct.pack_into("<I", img, 0x20, entry)
+    return bytes(img)
+
+
+# ----------------------------------------------------------------------------------------------
+# Initramfs (newc cpio) and ISO 9660 + El Torito image, written directly.
+
+def cpio_newc(entries):
+    """entries: list of (path, mode, data_bytes, (rdevmajor, rdevminor))."""
+    out = bytearray()
+    ino = 1
+    for path, mode, data, rdev in entries + [("TRAILER!!!", 0, b"", (0, 0))]:
+        name = path.encode() + b"\0"
+        nlink = 2 if (mode & 0o170000) == 0o040000 else 1
+        hdr = "070701" + "".join(f"{v:08x}" for v in (
+            ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdev[0], rdev[1], len(name), 0))
+        out += hdr.encode() + name
+        out += b"\0" * (-len(out) % 4)
+        out += data
+        out += b"\0" * (-len(out) % 4)
+        ino += 1
+    return bytes(out)
+
+
+def _both16(v):
+    return struct.pack("<H", v) + struct.pack(">H", v)
+
+
+def _both32(v):
+    return struct.pack("<I", v) + struct.pack(">I", v)
+
+
+def _dirrec(lba, size, flags, ident: bytes):
+    ln = 33 + len(ident)
+    ln += ln % 2
+    rec = bytes([ln, 0]) + _both32(lba) + _both32(size) + bytes([125, 1, 1, 0, 0, 0, 0]) \
+        + bytes([flags, 0, 0]) + _both16(1) + bytes([len(ident)]) + ident
+    return rec + b"\0" * (ln - len(rec))
+
+
+def make_iso(files, boot_name):
+    """Minimal ISO 9660 (level 1, root directory only) with an El Torito no-emulation boot
+    entry for `boot_name` (isolinux.bin, whose boot info table is filled in).
+    files: list of (8.3 upper-case name, bytes)."""
+    S = 2048
+    lba = 23  # 16 PVD, 17 boot record, 18 terminator, 19/20 path tables, 21 root dir, 22 catalog
+    placed = []
+    for name, data in files:
+        placed.append((name, lba, data))
+        lba += (len(data) + S - 1) // S
+    total = lba
+    img = bytearray(total * S)
+    boot_lba = None
+    root = _dirrec(21, S, 2, b"\0") + _dirrec(21, S, 2, b"\1")
+    for name, l, data in placed:
+        ident = (name if "." in name else name + ".").encode() + b";1"
+        root += _dirrec(l, len(data), 0, ident)
+        if name == boot_name:
+            boot_lba = l
+            data = bytearray(data)
+            csum = sum(struct.unpack_from("<%dI" % ((len(data) - 64) // 4), data, 64)) & 0xFFFFFFFF
+            struct.pack_into("<IIII", data, 8, 16, l, len(data), csum)
+            data = bytes(data)
+        img[l * S:l * S + len(data)] = data
+    assert len(root) <= S and boot_lba is not None
+    img[21 * S:21 * S + len(root)] = root
+    # path tables (one entry: the root)
+    img[19 * S:19 * S + 10] = bytes([1, 0]) + struct.pack("<IH", 21, 1) + b"\0\0"
+    img[20 * S:20 * S + 10] = bytes([1, 0]) + struct.pack(">IH", 21, 1) + b"\0\0"
+    # primary volume descriptor
+    date = b"2024010100000000\0"
+    pvd = bytearray(S)
+    pvd[0:8] = b"\x01CD001\x01\x00"
+    pvd[8:40] = b" " * 32
+    pvd[40:72] = b"X86EMU".ljust(32)
+    pvd[80:88] = _both32(total)
+    pvd[120:124] = _both16(1)
+    pvd[124:128] = _both16(1)
+    pvd[128:132] = _both16(S)
+    pvd[132:140] = _both32(10)
+    pvd[140:144] = struct.pack("<I", 19)
+    pvd[148:152] = struct.pack(">I", 20)
+    pvd[156:190] = _dirrec(21, S, 2, b"\0")
+    pvd[190:813] = b" " * (813 - 190)
+    pvd[813:830] = date
+    pvd[830:847] = date
+    pvd[847:864] = b"0" * 16 + b"\0"
+    pvd[864:881] = b"0" * 16 + b"\0"
+    pvd[881] = 1
+    img[16 * S:17 * S] = pvd
+    # El Torito boot record volume descriptor
+    brvd = bytearray(S)
+    brvd[0:7] = b"\x00CD001\x01"
+    brvd[7:39] = b"EL TORITO SPECIFICATION".ljust(32, b"\0")
+    struct.pack_into("<I", brvd, 71, 22)
+    img[17 * S:18 * S] = brvd
+    img[18 * S:18 * S + 7] = b"\xffCD001\x01"
+    # boot catalog: validation entry + default entry (no emulation, 4 virtual sectors)
+    val = bytearray(32)
+    val[0] = 1
+    val[30:32] = b"\x55\xaa"
+    struct.pack_into("<H", val, 28, (-sum(struct.unpack("<16H", bytes(val)))) & 0xFFFF)
+    ent = bytearray(32)
+    ent[0] = 0x88
+    struct.pack_into("<HBBHI", ent, 2, 0, 0, 0, 4, boot_lba)
+    img[22 * S:22 * S + 64] = val + ent
+    return bytes(img)
+
+
+# ----------------------------------------------------------------------------------------------
+
+def check_program(path: Path):
+    data = path.read_bytes()[:4096]
+    if data[:4] != b"\x7fELF":
+        raise ToolError(f"{path}: not an ELF file")
+    if data[4] != 2 or data[5] != 1 or struct.unpack_from("<H", data, 18)[0] != 62:
+        raise ToolError(f"{path}: not an x86-64 little-endian ELF")
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    full = path.read_bytes() if phoff + phentsize * phnum > len(data) else data
+    for i in range(phnum):
+        ptype, = struct.unpack_from("<I", full, phoff + i * phentsize)
+        if ptype == 3:  # PT_INTERP
+            raise ToolError(f"{path}: dynamically linked (has an ELF interpreter); the guest has "
+                            "no libraries. Link it statically (gcc -static, rustc -C "
+                            "target-feature=+crt-static).")
+
+
+def build_init(prog_name, args, env, cwd="/work"):
+    """The initramfs' /init (busybox sh). The program's stdout/stderr are pipes (not ttys, as
+    under a CI runner) drained by busybox cat onto ttyS1/ttyS2 (raw), streamed to the host."""
+    q = shlex.quote
+    envs = " ".join(q(f"{k}={v}") for k, v in env)
+    bb = "/bin/busybox"
+    return f"""#!/bin/busybox sh
+{bb} mount -t devtmpfs devtmpfs /dev
+{bb} mount -t proc proc /proc
+{bb} mount -t sysfs sysfs /sys
+{bb} mount -t tmpfs tmpfs /tmp
+{bb} stty -F /dev/ttyS1 115200 raw -echo
+{bb} stty -F /dev/ttyS2 115200 raw -echo
+{bb} mkfifo /dev/x86emu-out /dev/x86emu-err
+{bb} cat /dev/x86emu-out >/dev/ttyS1 &
+o=$!
+{bb} cat /dev/x86emu-err >/dev/ttyS2 &
+e=$!
+cd {q(cwd)}
+echo {MARK_START}
+{bb} env -i {envs} ./{q(prog_name)} {' '.join(q(a) for a in args)} \
+    </dev/null >/dev/x86emu-out 2>/dev/x86emu-err
+rc=$?
+wait $o $e
+echo "{MARK_EXIT} $rc@@"
+{bb} poweroff -f
+echo "{MARK_EXIT} poweroff-failed@@"
+while :; do {bb} sleep 1000; done
+"""
+
+
+def bochsrc(run: Path, assets: Assets, cpuset, mem_mb, ips, extra_add, extra_exclude):
+    s = CPU_SETS[cpuset]
+    add = " ".join(x for x in (s["add"], extra_add) if x)
+    exclude = " ".join(x for x in (s["exclude"], extra_exclude) if x)
+    cpu = f"cpu: model={s['model']}, count=1, ips={ips}, reset_on_triple_fault=0"
+    if add:
+        cpu += f', add_features="{add}"'
+    if exclude:
+        cpu += f', exclude_features="{exclude}"'
+    return f"""# generated by tools/x86-emu.py
+display_library: nogui
+megs: {mem_mb}
+romimage: file="{assets.bios}", options=fastboot
+vgaromimage: file="{assets.vgabios}"
+{cpu}
+clock: sync=none, time0=1
+pci: enabled=1, chipset=i440fx
+ata0: enabled=1, ioaddr1=0x1f0, ioaddr2=0x3f0, irq=14
+ata0-master: type=cdrom, path="{run / 'boot.iso'}", status=inserted
+ata1: enabled=0
+boot: cdrom
+floppy_bootsig_check: disabled=1
+com1: enabled=1, mode=file, dev="{run / 'console.txt'}"
+com2: enabled=1, mode=file, dev="{run / 'stdout.bin'}"
+com3: enabled=1, mode=file, dev="{run / 'stderr.bin'}"
+parport1: enabled=0
+log: "{run / 'bochs.log'}"
+panic: action=fatal
+error: action=report
+info: action=report
+debug: action=ignore
+"""
+
+
+def _watch(proc, run: Path, t0, timeout, marker):
+    """Poll the guest console until Bochs exits, the timeout hits or the guest is stuck."""
+    status = t_start = seen_exit_at = reason = None
+    while True:
+        rc = proc.poll()
+        con = (run / "console.txt").read_bytes().decode("latin-1")
+        if t_start is None and MARK_START in con:
+            t_start = time.monotonic()
+        m = marker.search(con)
+        if m and seen_exit_at is None:
+            seen_exit_at = time.monotonic()
+            status = m.group(1)
+        if rc is not None:
+            break
+        now = time.monotonic()
+        if seen_exit_at is not None and now - seen_exit_at > 5:
+            reason = "guest printed its exit marker but did not power off; killed"
+            break
+        if "Kernel panic" in con and seen_exit_at is None:
+            time.sleep(0.5)
+            reason = "guest kernel panic"
+            break
+        if now - t0 > timeout:
+            reason = f"timeout after {timeout}s"
+            break
+        time.sleep(0.05)
+    return status, t_start, seen_exit_at, reason
+
+
+def run_program(args, assets: Assets, program: Path, prog_args, env, cpuset, timeout,
+                quiet=False):
+    """Boot, run, return (status, stdout_bytes, stderr_bytes, info dict)."""
+    check_program(program)
+    runs = assets.cache / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix=f"{cpuset}-", dir=runs))
+    info = {"run_dir": str(run)}
+    keep = args.keep
+    try:
+        name = program.name
+        init = build_init(name, prog_args, env)
+        d, f, x = 0o040755, 0o100644, 0o100755
+        entries = [(p, d, b"", (0, 0)) for p in ("bin", "dev", "proc", "sys", "tmp", "work")]
+        entries += [
+            ("dev/console", 0o020600, b"", (5, 1)),
+            ("bin/busybox", x, assets.busybox.read_bytes(), (0, 0)),
+            ("init", x, init.encode(), (0, 0)),
+            (f"work/{name}", x, program.read_bytes(), (0, 0)),
+        ]
+        # --file SRC[:DEST]: extra read-only data under /work (a directory is copied whole)
+        made = set()
+        for spec in getattr(args, "file", []) or []:
+            src, _, dest = spec.partition(":")
+            src_path = Path(src)
+            dest = dest or src_path.name
+            items = [(src_path, dest)] if src_path.is_file() else [
+                (p, f"{dest}/{p.relative_to(src_path).as_posix()}") for p in sorted(src_path.rglob("*")) if p.is_file()]
+            if not items:
+                raise SystemExit(f"x86-emu: --file {spec}: nothing to copy")
+            for p, rel in items:
+                parts = rel.strip("/").split("/")
+                for i in range(1, len(parts)):
+                    sub = "work/" + "/".join(parts[:i])
+                    if sub not in made:
+                        made.add(sub)
+                        entries.append((sub, d, b"", (0, 0)))
+                entries.append(("work/" + "/".join(parts), f, p.read_bytes(), (0, 0)))
+        initrd = cpio_newc(entries)
+        # The guest TSC runs at `ips` per guest second; models with CPUID leaf 0x15 would make
+        # the kernel trust a nominal GHz frequency instead and mistime everything.
+        cmdline = " ".join(KERNEL_CMDLINE + [f"tsc_early_khz={args.ips // 1000}"]
+                           + args.append_cmdline)
+        files = [("ISOLINUX.BIN", assets.isolinux.read_bytes()),
+                 ("LDLINUX.C32", assets.ldlinux.read_bytes())]
+        if args.bzimage_boot:
+            cfg = f"LINUX /vmlinuz\n  INITRD /initrd.img\n  APPEND {cmdline}\n"
+            files += [("VMLINUZ", assets.kernel.read_bytes())]
+        else:
+            cfg = f"KERNEL /mboot.c32\n  APPEND /kernel.mb {cmdline} --- /initrd.img\n"
+            files += [("MBOOT.C32", assets.mboot.read_bytes()),
+                      ("LIBCOM32.C32", assets.libcom32.read_bytes()),
+                      ("KERNEL.MB", assets.pvh.read_bytes())]
+        cfg = "DEFAULT x\nPROMPT 0\nTIMEOUT 0\nLABEL x\n  " + cfg
+        files += [("ISOLINUX.CFG", cfg.encode()), ("INITRD.IMG", initrd)]
+        iso = make_iso(files, "ISOLINUX.BIN")
+        (run / "boot.iso").write_bytes(iso)
+        (run / "bochsrc").write_text(bochsrc(run, assets, cpuset, args.mem, args.ips,
+                                             args.add_features, args.exclude_features))
+        for n in ("console.txt", "stdout.bin", "stderr.bin"):
+            (run / n).write_bytes(b"")
+        t0 = time.monotonic()
+        proc = subprocess.Popen([str(assets.bochs), "-q", "-f", str(run / "bochsrc")],
+                                cwd=run, stdin=subprocess.DEVNULL,
+                                stdout=open(run / "bochs.out", "wb"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        status = None
+        t_start = None
+        reason = None
+        marker = re.compile(re.escape(MARK_EXIT) + r" (\S+)@@")
+        seen_exit_at = None
+        try:
+            status, t_start, seen_exit_at, reason = _watch(proc, run, t0, timeout, marker)
+        finally:
+            if proc.poll() is None:  # also on KeyboardInterrupt / SIGTERM
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        t_end = time.monotonic()
+        info["wall_s"] = t_end - t0
+        if t_start is not None:
+            info["boot_s"] = t_start - t0
+            info["program_s"] = (seen_exit_at or t_end) - t_start
+        out = (run / "stdout.bin").read_bytes()
+        err = (run / "stderr.bin").read_bytes()
+        con = (run / "console.txt").read_bytes().decode("latin-1", "replace")
+        info["console"] = con
+        if status is None or not status.isdigit():
+            blog = (run / "bochs.log").read_text(errors="replace") \
+                if (run / "bochs.log").exists() else ""
+            tail = "\n".join(l for l in blog.splitlines() if re.search(r"\b(PANIC|ERROR)\b", l))
+            why = reason or (f"exit marker missing (bochs exited with {proc.returncode})"
+                             if status is None else f"guest problem: {status}")
+            info["error"] = why
+            if not quiet:
+                log(f"FAILED: {why}")
+                log("guest console:\n" + con[-4000:])
+                if tail:
+                    log("bochs log (errors):\n" + tail[-3000:])
+                log(f"run directory kept: {run}")
+            keep = True
+            return (EXIT_TIMEOUT if reason and reason.startswith("timeout") else EXIT_EMU_FAILURE,
+                    out, err, info)
+        return int(status), out, err, info
+    finally:
+        if not keep:
+            shutil.rmtree(run, ignore_errors=True)
+        elif not args.keep:  # kept for a failure: drop the big image, keep the logs
+            (run / "boot.iso").unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Self-test
+
+SELFTEST_C = r"""
+#include <immintrin.h>
+#include <cpuid.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint8_t A[64];
+static int8_t B[64];
+static int32_t C0[16];
+
+static void init_inputs(unsigned seed) {
+    for (int i = 0; i < 64; i++) {
+        A[i] = (uint8_t)(i * 37u + 11u + seed);
+        B[i] = (int8_t)(uint8_t)(i * 53u + 100u + seed);
+    }
+    A[0] = 255; B[0] = -128; A[1] = 255; B[1] = 127; A[2] = 0; A[3] = 255; B[3] = -128;
+    for (int j = 0; j < 16; j++) C0[j] = (int32_t)(j * 100003) - 700000;
+}
+
+/* The same sums as vpdpbusd: c[j] + sum_k u8 a[4j+k] * s8 b[4j+k], no saturation. */
+static void scalar(int n, int32_t *out) {
+    for (int j = 0; j < n; j++) {
+        int32_t s = C0[j];
+        for (int k = 0; k < 4; k++) s += (int32_t)A[4 * j + k] * (int32_t)B[4 * j + k];
+        out[j] = s;
+    }
+}
+
+__attribute__((noinline, target("avxvnni"))) static void vex256(int32_t *out) {
+    __m256i c = _mm256_loadu_si256((const __m256i *)C0);
+    __m256i a = _mm256_loadu_si256((const __m256i *)A);
+    __m256i b = _mm256_loadu_si256((const __m256i *)B);
+    _mm256_storeu_si256((__m256i *)out, _mm256_dpbusd_avx_epi32(c, a, b));
+}
+__attribute__((noinline, target("avx512f,avx512vnni"))) static void evex512(int32_t *out) {
+    __m512i c = _mm512_loadu_si512(C0);
+    __m512i a = _mm512_loadu_si512(A);
+    __m512i b = _mm512_loadu_si512(B);
+    _mm512_storeu_si512(out, _mm512_dpbusd_epi32(c, a, b));
+}
+__attribute__((noinline, target("avx512vl,avx512vnni"))) static void evex256(int32_t *out) {
+    __m256i c = _mm256_loadu_si256((const __m256i *)C0);
+    __m256i a = _mm256_loadu_si256((const __m256i *)A);
+    __m256i b = _mm256_loadu_si256((const __m256i *)B);
+    _mm256_storeu_si256((__m256i *)out, _mm256_dpbusd_epi32(c, a, b));
+}
+
+struct form { const char *name; int lanes; void (*fn)(int32_t *); };
+static const struct form forms[] = {
+    {"vex256", 8, vex256}, {"evex512", 16, evex512}, {"evex256", 8, evex256},
+};
+
+static sigjmp_buf jb;
+static void on_sigill(int sig) { (void)sig; siglongjmp(jb, 1); }
+
+int main(int argc, char **argv) {
+    static volatile unsigned zero = 0;
+    init_inputs(zero);  /* runtime inputs: nothing can be constant-folded */
+    if (argc == 3 && strcmp(argv[1], "die") == 0) {
+        for (unsigned i = 0; i < sizeof forms / sizeof forms[0]; i++)
+            if (strcmp(argv[2], forms[i].name) == 0) {
+                int32_t out[16];
+                printf("executing %s with no SIGILL handler\n", forms[i].name);
+                fflush(stdout);
+                forms[i].fn(out);
+                printf("survived %s: out[0]=%d\n", forms[i].name, out[0]);
+                return 0;
+            }
+        return 2;
+    }
+    if (argc == 3 && strcmp(argv[1], "loop") == 0) {
+        /* a known loop for speed measurements: N iterations of a dependent multiply-add */
+        unsigned long n = strtoul(argv[2], 0, 10);
+        volatile unsigned long acc = 1;
+        unsigned long x = acc;
+        for (unsigned long i = 0; i < n; i++) x = x * 6364136223846793005ul + i;
+        acc = x;
+        printf("loop %lu done %lu\n", n, (unsigned long)acc);
+        return 0;
+    }
+    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0, osx;
+    __cpuid(1, a, b, c, d);
+    osx = (c >> 27) & 1;
+    unsigned long long xcr0 = 0;
+    if (osx) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((unsigned long long)hi << 32) | lo;
+    }
+    __cpuid_count(7, 0, a, b7, c7, d);
+    __cpuid_count(7, 1, a71, b, c, d);
+    printf("cpuid osxsave=%u xcr0=0x%llx avx2=%u avx512f=%u avx512bw=%u avx512vl=%u "
+           "avx512vnni=%u avxvnni=%u\n", osx, xcr0, (b7 >> 5) & 1, (b7 >> 16) & 1,
+           (b7 >> 30) & 1, (b7 >> 31) & 1, (c7 >> 11) & 1, (a71 >> 4) & 1);
+    __builtin_cpu_init();
+    printf("builtin avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512vnni=%d "
+           "avxvnni=%d\n",
+           !!__builtin_cpu_supports("avx2"), !!__builtin_cpu_supports("fma"),
+           !!__builtin_cpu_supports("f16c"), !!__builtin_cpu_supports("avx512f"),
+           !!__builtin_cpu_supports("avx512bw"), !!__builtin_cpu_supports("avx512vl"),
+           !!__builtin_cpu_supports("avx512vnni"), !!__builtin_cpu_supports("avxvnni"));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigill;
+    sigaction(SIGILL, &sa, 0);
+    int32_t want[16];
+    scalar(16, want);
+    for (unsigned i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int32_t out[16];
+        memset(out, 0, sizeof out);
+        if (sigsetjmp(jb, 1) == 0) {
+            forms[i].fn(out);
+            int ok = memcmp(out, want, forms[i].lanes * 4) == 0;
+            printf("form %s %s out=%d,%d,%d,%d,%d want=%d,%d,%d,%d,%d\n", forms[i].name,
+                   ok ? "ok" : "MISMATCH", out[0], out[1], out[2], out[3], out[forms[i].lanes - 1],
+                   want[0], want[1], want[2], want[3], want[forms[i].lanes - 1]);
+        } else {
+            printf("form %s SIGILL\n", forms[i].name);
+        }
+    }
+    return 0;
+}
+"""
+
+# What each set must report (cpuid bits and gcc's __builtin_cpu_supports) and run.
+SELFTEST_EXPECT = {
+    "avx2": dict(avx2=1, avx512f=0, avx512bw=0, avx512vl=0, avx512vnni=0, avxvnni=0),
+    "avxvnni": dict(avx2=1, avx512f=0, avx512bw=0, avx512vl=0, avx512vnni=0, avxvnni=1),
+    "avx512vnni": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=1, avxvnni=0),
+    "spr": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=1, avxvnni=1),
+    "avx512": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=0, avxvnni=0),
+}
+
+
+def self_test(args, assets):
+    gcc = shutil.which("gcc")
+    if not gcc:
+        raise ToolError("--self-test needs gcc")
+    work = assets.cache / "selftest"
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / "vnni-selftest.c"
+    src.write_text(SELFTEST_C)
+    exe = work / "vnni-selftest"
+    p = subprocess.run([gcc, "-O2", "-static", "-o", str(exe), str(src)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        raise ToolError("compiling the self-test failed:\n" + p.stdout)
+    dis = subprocess.run(["objdump", "-d", str(exe)], stdout=subprocess.PIPE, text=True).stdout \
+        if shutil.which("objdump") else ""
+    if dis:
+        enc = re.findall(r"^\s*[0-9a-f]+:\s+((?:[0-9a-f]{2} )+)\s*(\{vex\} )?vpdpbusd .*%([xyz]mm)0",
+                         dis, re.M)
+        log("self-test binary contains: " + ", ".join(
+            f"{'EVEX' if e[0].startswith('62') else 'VEX'} vpdpbusd {e[2]}" for e in enc))
+    sets = args.sets or ["avx2", "avxvnni", "avx512vnni", "spr"]
+    failures = 0
+    for cpuset in sets:
+        want = SELFTEST_EXPECT[cpuset]
+        status, out, err, info = run_program(args, assets, exe, [], [], cpuset, args.timeout,
+                                             quiet=True)
+        text = out.decode(errors="replace")
+        problems = []
+        if status != 0:
+            problems.append(f"exit status {status} ({info.get('error', 'program failed')})")
+        kv = {}
+        for line in text.splitlines():
+            w = line.split()
+            if w and w[0] in ("cpuid", "builtin"):
+                for t in w[1:]:
+                    k, _, v = t.partition("=")
+                    kv[f"{w[0]}.{k}"] = v
+        for k, v in want.items():
+            for src_ in ("cpuid", "builtin"):
+                got = kv.get(f"{src_}.{k}")
+                if got != str(v):
+                    problems.append(f"{src_}.{k}={got} (want {v})")
+        xcr0 = int(kv.get("cpuid.xcr0", "0"), 16)
+        need = 0x7 | (0xE0 if want["avx512f"] else 0)
+        if xcr0 & need != need:
+            problems.append(f"xcr0=0x{xcr0:x} lacks 0x{need:x}")
+        forms = dict(re.findall(r"^form (\w+) (\w+)", text, re.M))
+        expect_forms = {"vex256": "ok" if want["avxvnni"] else "SIGILL",
+                        "evex512": "ok" if want["avx512vnni"] else "SIGILL",
+                        "evex256": "ok" if want["avx512vnni"] else "SIGILL"}
+        for f_, e in expect_forms.items():
+            if forms.get(f_) != e:
+                problems.append(f"{f_}: {forms.get(f_)} (want {e})")
+        vals = "; ".join(l.strip() for l in text.splitlines() if l.startswith(("form", "cpuid")))
+        timing = f"boot {info.get('boot_s', float('nan')):.1f}s, total {info.get('wall_s', 0):.1f}s"
+        if problems:
+            failures += 1
+            print(f"FAIL {cpuset}: {'; '.join(problems)} [{vals}] ({timing})", flush=True)
+            if args.verbose:
+                print(text + err.decode(errors="replace") + info.get("console", "")[-2000:])
+        else:
+            print(f"PASS {cpuset}: {vals} ({timing})", flush=True)
+    # The negative case as a real process death: executing VEX vpdpbusd with no handler on the
+    # avx2 set must kill the program with SIGILL (shell status 128+4).
+    if "avx2" in sets:
+        status, out, err, info = run_program(args, assets, exe, ["die", "vex256"], [], "avx2",
+                                             args.timeout, quiet=True)
+        text = out.decode(errors="replace").strip().replace("\n", " | ")
+        ok = status == 128 + 4 and "survived" not in text
+        if not ok:
+            failures += 1
+        print(f"{'PASS' if ok else 'FAIL'} avx2-sigill: `vnni-selftest die vex256` exit status "
+              f"{status} (want 132 = SIGILL), output: {text!r} "
+              f"(total {info.get('wall_s', 0):.1f}s)", flush=True)
+    print(f"self-test: {'PASS' if failures == 0 else 'FAIL'} "
+          f"({failures} failure{'s' if failures != 1 else ''})", flush=True)
+    return 0 if failures == 0 else 1
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main():
+    sets_help = "\n".join(f"  {k:11s} {v['help']}" for k, v in CPU_SETS.items())
+    ap = argparse.ArgumentParser(
+        prog="x86-emu.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a statically linked x86-64 Linux program under Bochs (a full-system "
+        "emulator that implements AVX-512 and AVX-VNNI) with a chosen CPU feature set. A Debian "
+        "Linux 6.1 kernel boots from a generated ISO, its initramfs holds only busybox and the "
+        "program; the program's stdout/stderr come back on this side and its exit status is this "
+        "tool's exit status.",
+        epilog=f"""CPU feature sets (--cpu):
+{sets_help}
+
+In every set the guest kernel enables the XSAVE state of what the set has (XCR0), so runtime
+detection (Rust is_x86_feature_detected!, gcc __builtin_cpu_supports) reports exactly it.
+
+Exit status: the program's own (0-255; a program killed by signal N gives 128+N, e.g. 132 for
+SIGILL); {EXIT_TIMEOUT} if --timeout expired; {EXIT_EMU_FAILURE} if the emulator or guest failed
+(no exit marker); 2 for usage errors.
+
+First use downloads (with apt, through a private configuration under CACHE/apt, no system-wide
+install) bochs {BOCHS_UPSTREAM} source from Debian {SRC_SUITE} and builds it (needs g++,
+make; a few minutes), and bochsbios, vgabios, busybox-static, isolinux, syslinux-common and
+linux-image-amd64's kernel from Debian {BIN_SUITE}. Later runs only boot: a few seconds.
+
+Examples:
+  python3 tools/x86-emu.py --cpu avx512vnni -- ./target/x86_64-unknown-linux-gnu/release/foo --bar
+  python3 tools/x86-emu.py --cpu avxvnni --env RUST_BACKTRACE=1 --timeout 1200 -- ./test-bin
+  python3 tools/x86-emu.py --self-test
+  python3 tools/x86-emu.py --fetch-only""")
+    ap.add_argument("--cpu", choices=list(CPU_SETS),
+                    help="CPU feature set (see below); required to run a program")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="wall-clock seconds for the whole run, boot included (default 900)")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment variable for the program (repeatable); the program gets "
+                    "only these")
+    ap.add_argument("--file", action="append", default=[], metavar="SRC[:DEST]",
+                    help="copy a file or directory into the guest at /work/DEST (default: its name; "
+                         "the program runs in /work); repeatable")
+    ap.add_argument("--mem", type=int, default=1024, metavar="MB",
+                    help="guest RAM in MiB (default 1024); the program and initramfs live in it")
+    ap.add_argument("--ips", type=int, default=50_000_000,
+                    help="Bochs' emulated instructions per guest second (guest clock rate; "
+                    "default 50000000)")
+    ap.add_argument("--add-features", default="", metavar="'F1 F2'",
+                    help="extra Bochs CPU features to add to the set (Bochs names)")
+    ap.add_argument("--exclude-features", default="", metavar="'F1 F2'",
+                    help="extra Bochs CPU features to remove from the set (Bochs names)")
+    ap.add_argument("--append-cmdline", action="append", default=[], metavar="ARG",
+                    help="extra guest kernel command-line argument (repeatable)")
+    ap.add_argument("--cache-dir", type=Path,
+                    default=Path(os.environ.get("X86EMU_CACHE", DEFAULT_CACHE)),
+                    help=f"where downloads, the Bochs build and run directories go "
+                    f"(default $X86EMU_CACHE or {DEFAULT_CACHE})")
+    ap.add_argument("--mirror", default=DEBIAN_MIRROR, help=f"Debian mirror (default {DEBIAN_MIRROR})")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
+                    help="make -j for the one-time Bochs build")
+    ap.add_argument("--bzimage-boot", action="store_true",
+                    help="boot the compressed bzImage with isolinux instead of the PVH image "
+                    "(slow: the guest spends ~40 s decompressing it; for debugging)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the run directory (ISO, bochsrc, console, bochs log)")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print the guest console and timings to stderr")
+    ap.add_argument("--fetch-only", action="store_true",
+                    help="download/build everything, then exit")
+    ap.add_argument("--self-test", action="store_true",
+                    help="build a C program with VEX and EVEX vpdpbusd and check every set "
+                    "(detection, results against scalar sums, SIGILL where absent)")
+    ap.add_argument("--sets", nargs="+", choices=sorted(CPU_SETS),
+                    help="with --self-test: only these sets (default: avx2 avxvnni avx512vnni spr)")
+    ap.add_argument("program", nargs="?", type=Path, help="static x86-64 program")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="its arguments (after --)")
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    env = []
+    for e in a.env:
+        k, sep, v = e.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            ap.error(f"--env wants NAME=VALUE, got {e!r}")
+        env.append((k, v))
+    if a.args and a.args[0] == "--":
+        a.args = a.args[1:]
+    a.cache_dir = a.cache_dir.resolve()
+    assets = Assets(a.cache_dir, a.mirror, a.jobs)
+    try:
+        assets.ensure()
+        if a.fetch_only:
+            log(f"ready: {a.cache_dir}")
+            return 0
+        if a.self_test:
+            return self_test(a, assets)
+        if a.program is None:
+            ap.error("no program given (or use --self-test / --fetch-only)")
+        if a.cpu is None:
+            ap.error("--cpu is required (one of: " + ", ".join(CPU_SETS) + ")")
+        prog = a.program.resolve()
+        if not prog.is_file():
+            ap.error(f"{a.program}: no such file")
+        status, out, err, info = run_program(a, assets, prog, a.args, env, a.cpu, a.timeout)
+        sys.stdout.buffer.write(out)
+        sys.stdout.flush()
+        sys.stderr.buffer.write(err)
+        sys.stderr.flush()
+        if a.verbose:
+            log("guest console:\n" + info.get("console", ""))
+            log(f"cpu={a.cpu} status={status} boot={info.get('boot_s', float('nan')):.2f}s "
+                f"program={info.get('program_s', float('nan')):.2f}s "
+                f"total={info.get('wall_s', 0):.2f}s")
+        return status
+    except ToolError as e:
+        log(str(e))
+        return EXIT_EMU_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
