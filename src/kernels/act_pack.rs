@@ -13,9 +13,10 @@
 //!
 //! Element `i` of a column is the half `i % 2` of its Q8_K block `i / 2` that 128-weight block `i`
 //! of a weight row meets (a row of `k = 128 * odd` values has `k/128` halves: the zero-padded half
-//! of its last Q8_K block is not packed). Every element stores `-sum(y)` of its 128 values computed
+//! of its last Q8_K block is not packed). Every element stores `sum(y)` of its 128 values computed
 //! from the values themselves, so the Q8_K `bsums` (which the reference quantizer leaves stale in
-//! all-zero blocks) are never read.
+//! all-zero blocks) are never read: as `-sum(y)` in [`Q8Half`], and in the ARM formats as ready-made
+//! accumulator seeds `M - sum(y)` and `M + sum(y)` with `M =` [`MAGIC`] (see there).
 
 use crate::format::{cast_blocks, check_k, BlockQ8K, Pod, QK};
 use crate::kernels::KernelLevel;
@@ -45,57 +46,93 @@ impl Default for Q8Half {
     }
 }
 
+/// `0x4B40_0000`, the bits of the float `1.5 * 2^23 = 12582912.0` ([`MAGIC_F32`]). While
+/// `|v| < 2^22`, the int32 `MAGIC + v` read as a float is exactly `12582912 + v`, so one `fsub` of
+/// [`MAGIC_F32`] turns it into `(float) v` with no `scvtf`. The ARM kernels seed an accumulator of
+/// each block with `MAGIC - sum(y)` (code decoders: it ends at `MAGIC + isum`) or `MAGIC + sum(y)`
+/// (negated decoders: it ends at `MAGIC - isum`); `|isum| <= 128 * 2 * 128 < 2^22`.
+pub const MAGIC: i32 = 0x4B40_0000;
+/// The float whose bits are [`MAGIC`]: `12582912.0`.
+pub const MAGIC_F32: f32 = 12_582_912.0;
+
+const _: () = assert!(MAGIC_F32.to_bits() == MAGIC as u32);
+
 /// One column's 128-value half block prepared for `sdot`: chunk `c` (values `8c..8c+8`)
 /// duplicated into both halves of `qs[c]`.
+///
+/// An `sdot` accumulator of a row pair has lanes `[row a, row a, row b, row b]` (each row's two
+/// lanes are added pairwise at the end), so a seed that adds `x` to both rows is `[x, 0, x, 0]`.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct ActDup {
     /// `qs[c] = [y(8c..8c+8) | y(8c..8c+8)]`.
     pub qs: [[i8; 16]; 16],
+    /// `[MAGIC - sum(y), 0, MAGIC - sum(y), 0]`, twice (one per row pair: two loads cost no
+    /// SIMD instruction where a register copy would).
+    pub seed: [[i32; 4]; 2],
+    /// `[MAGIC + sum(y), 0, MAGIC + sum(y), 0]`, twice (for negated decoders).
+    pub nseed: [[i32; 4]; 2],
+    /// Zeros: the starting values of a block's other accumulators. Loading them keeps the SIMD
+    /// pipes free (a `movi` is a SIMD instruction, a load is not), and a load from the pack
+    /// cannot be hoisted out of the block loop or folded into a constant.
+    pub zero: [[i32; 4]; 4],
     /// The Q8_K block's `d`.
     pub d: f32,
-    /// `-sum(y)` over the half.
-    pub nysum: i32,
-    _pad: [u32; 2],
+    _pad: [u32; 3],
 }
 
-const _: () = assert!(size_of::<ActDup>() == 272);
+const _: () = assert!(size_of::<ActDup>() == 400);
 
 impl Default for ActDup {
     fn default() -> Self {
-        ActDup { qs: [[0; 16]; 16], d: 0.0, nysum: 0, _pad: [0; 2] }
+        ActDup { qs: [[0; 16]; 16], seed: [[0; 4]; 2], nseed: [[0; 4]; 2], zero: [[0; 4]; 4], d: 0.0, _pad: [0; 3] }
     }
 }
 
 /// Four columns' 128-value halves: `qs[(4c + j) * 8 + e]` is column `j`, value `8c + e`
 /// (c = 0..16 chunks), i.e. chunk `c` of columns 0,1 then 2,3 as two 16-byte `smmla` operands.
 ///
-/// Scales and sums are stored per column pair `q` in the lane order of a `smmla` result
-/// (`[row a . col 2q, row a . col 2q+1, row b . col 2q, row b . col 2q+1]`), so the kernels load
-/// them as they are: `yd[q] = [d(2q), d(2q+1), d(2q), d(2q+1)]`, `nysum[p][q]` likewise with the
-/// negated value sums and `ysum[p][q]` with the sums. The sums are stored once per row pair `p`
+/// Scales and seeds are stored in the lane order of the accumulators that use them, so the kernels
+/// load them as they are. For `smmla`, per column pair `q`
+/// (`[row a . col 2q, row a . col 2q+1, row b . col 2q, row b . col 2q+1]`):
+/// `yd[q] = [d(2q), d(2q+1), d(2q), d(2q+1)]`, `seed[p][q]` likewise with `MAGIC - sum(y)` and
+/// `nseed[p][q]` with `MAGIC + sum(y)` (see [`MAGIC`]). The seeds are stored once per row pair `p`
 /// (two identical copies): the `smmla` accumulators of both row pairs start from them, and two
-/// loads are free where one load and a register copy would cost a SIMD instruction. Columns past
-/// the batch are zero (scale 0, sums 0), so a batch that is not a multiple of the tile width runs
-/// as one padded pass whose extra outputs are dropped.
+/// loads are free where one load and a register copy would cost a SIMD instruction. For `sdot`
+/// (one column `j` per accumulator, lanes `[row a, row a, row b, row b]`): `dseed[j]` is
+/// `[MAGIC - sum(y_j), 0, MAGIC - sum(y_j), 0]` twice (one per row pair), `ndseed[j]` the same with
+/// `MAGIC + sum(y_j)`. Columns past the batch are zero values with scale 0 (their seeds are
+/// `MAGIC`), so a batch that is not a multiple of the tile width runs as one padded pass whose
+/// extra outputs are dropped.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct ActBlockX4 {
     /// Scales, per column pair, in `smmla` lane order.
     pub yd: [[f32; 4]; 2],
-    /// Negated value sums, `[row pair][column pair]`, `smmla` lane order.
-    pub nysum: [[[i32; 4]; 2]; 2],
-    /// Value sums, the same way.
-    pub ysum: [[[i32; 4]; 2]; 2],
+    /// `smmla` seeds `MAGIC - sum(y)`, `[row pair][column pair]`, `smmla` lane order.
+    pub seed: [[[i32; 4]; 2]; 2],
+    /// `smmla` seeds `MAGIC + sum(y)`, the same way.
+    pub nseed: [[[i32; 4]; 2]; 2],
+    /// `sdot` seeds `MAGIC - sum(y)`, `[column][row pair]`, `sdot` lane order.
+    pub dseed: [[[i32; 4]; 2]; 4],
+    /// `sdot` seeds `MAGIC + sum(y)`, the same way.
+    pub ndseed: [[[i32; 4]; 2]; 4],
     /// Interleaved values.
     pub qs: [i8; 512],
 }
 
-const _: () = assert!(size_of::<ActBlockX4>() == 672);
+const _: () = assert!(size_of::<ActBlockX4>() == 928);
 
 impl Default for ActBlockX4 {
     fn default() -> Self {
-        ActBlockX4 { yd: [[0.0; 4]; 2], nysum: [[[0; 4]; 2]; 2], ysum: [[[0; 4]; 2]; 2], qs: [0; 512] }
+        ActBlockX4 {
+            yd: [[0.0; 4]; 2],
+            seed: [[[0; 4]; 2]; 2],
+            nseed: [[[0; 4]; 2]; 2],
+            dseed: [[[0; 4]; 2]; 4],
+            ndseed: [[[0; 4]; 2]; 4],
+            qs: [0; 512],
+        }
     }
 }
 
@@ -193,7 +230,8 @@ unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i:
                 base.cast::<Q8Half>().add(col * nb + i).write(h);
             }
             ActFormat::Dup => {
-                let mut out = ActDup { d, nysum, ..Default::default() };
+                let (lo, hi) = (MAGIC.wrapping_add(nysum), MAGIC.wrapping_sub(nysum));
+                let mut out = ActDup { d, seed: [[lo, 0, lo, 0]; 2], nseed: [[hi, 0, hi, 0]; 2], ..Default::default() };
                 for (c, dst) in out.qs.iter_mut().enumerate() {
                     dst[..8].copy_from_slice(&qs[8 * c..8 * c + 8]);
                     dst[8..].copy_from_slice(&qs[8 * c..8 * c + 8]);
@@ -204,13 +242,17 @@ unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i:
                 let e = base.cast::<ActBlockX4>().add((col / 4) * nb + i);
                 let lane = col % 4;
                 let (q, s) = (lane / 2, lane % 2);
+                let (lo, hi) = (MAGIC.wrapping_add(nysum), MAGIC.wrapping_sub(nysum));
                 for slot in [s, s + 2] {
                     addr_of_mut!((*e).yd[q][slot]).write(d);
                     for p in 0..2 {
-                        addr_of_mut!((*e).nysum[p][q][slot]).write(nysum);
-                        addr_of_mut!((*e).ysum[p][q][slot]).write(-nysum);
+                        addr_of_mut!((*e).seed[p][q][slot]).write(lo);
+                        addr_of_mut!((*e).nseed[p][q][slot]).write(hi);
                     }
                 }
+                // this column's own sdot seeds: whole vectors
+                addr_of_mut!((*e).dseed[lane]).write([[lo, 0, lo, 0]; 2]);
+                addr_of_mut!((*e).ndseed[lane]).write([[hi, 0, hi, 0]; 2]);
                 let dst = addr_of_mut!((*e).qs).cast::<i8>();
                 for c in 0..16 {
                     core::ptr::copy_nonoverlapping(qs.as_ptr().add(8 * c), dst.add((4 * c + lane) * 8), 8);

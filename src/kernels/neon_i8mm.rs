@@ -3,23 +3,29 @@
 //!
 //! A decoded chunk of a row pair, `[row a: 8 weights | row b: the same 8]`, is the 2x8 left
 //! operand of `smmla` as it is. The Q8_Kx4 pack interleaves 4 columns in 8-byte chunks, so chunk
-//! `c` of columns (0,1) and (2,3) are two 16-byte right operands loaded with one `ld1 {2 regs}`;
-//! each decoded vector meets 8 (4x16), 4 (4x8) or 2 (4x4) of them, so the 6 decoding instructions
-//! of a 16-byte word are shared by up to 32 `smmla`, with no zips in the loop. The accumulators
-//! start each block at `-sum(y)` (in `smmla` lane order, from the pack), so they end holding `isum`
-//! and the float step is `scvtf` + `fmul` + `fma` per accumulator. Columns past the batch are zeros
-//! in the pack: a batch that is not a multiple of the tile runs one padded pass, whose extra outputs
-//! are never stored; the weights of a row group stay in L1 across the column tiles.
+//! `c` of columns (0,1) and (2,3) are two 16-byte right operands loaded with one `ldp`; each decoded
+//! vector meets 8 (4x16), 4 (4x8) or 2 (4x4) of them, so the 6 decoding instructions of a 16-byte
+//! word are shared by up to 32 `smmla`, with no zips in the loop. The accumulators start each block
+//! at the pack's seeds `MAGIC - sum(y)` (`MAGIC + sum(y)` for negated decoders; `smmla` lane order),
+//! so they end at `MAGIC +- isum`, whose bits are the float `12582912 +- isum`: the float step is
+//! `fsub` + `fmul` + `fmla` per accumulator (no `scvtf`, 2 micro-ops on Neoverse-V2). The `ldp` and
+//! its 4 `smmla` are one asm block (`asm::smmla_2x2_ldp`) so the compiler cannot hoist a tile's 64
+//! activation loads to the top of the block, which ran out of registers and spilled. Columns past
+//! the batch are zeros in the pack: a batch that is not a multiple of the tile runs one padded pass,
+//! whose extra outputs are never stored; the weights of a row group stay in L1 across the column
+//! tiles.
 //!
 //! Compiled (rustc 1.96, `--release`; `tools/cycle-model.py --show-loop`), one 128-weight block
-//! costs 503 instructions for 64 outputs in a 4x16 tile (7.9 per output per 128 weights; stock 72),
-//! 263 for 32 in a 4x8 tile (8.2) and 162 for 16 in a 4x4 tile (10.1). A 4x16 tile holds 16 integer
-//! and 16 float accumulators, which is all 32 vector registers, so its float sums spill to L1
-//! once per block; the model still ranks it first.
+//! costs 485 instructions for 64 outputs in a 4x16 tile (7.6 per output per 128 weights; stock 72):
+//! 256 `smmla`, 48 decode, 48 float step, 107 loads (activations, seeds, scales, spilled sums),
+//! 12 stores of spilled float sums, 14 address and loop; 264 for 32 outputs in a 4x8 tile (8.3) and
+//! 162 for 16 in a 4x4 tile (10.1). A 4x16 tile holds 16 integer and 16 float accumulators, all 32
+//! vector registers, so some float sums spill to L1 once per block; on Neoverse-V2 (llvm-mca-19) the
+//! loop runs at 69% of the `smmla` issue limit.
 
 use super::act_pack::ActBlockX4;
-use super::asm::smmla;
-use super::decode::{store_col, ChunkDecoder, ChunkSink, T2pDecoder};
+use super::asm::smmla_2x2_ldp;
+use super::decode::{apply, pick_seed, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
 use super::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
@@ -31,32 +37,38 @@ struct SmmlaSink<const NG: usize, const NQ: usize> {
 }
 
 impl<const NG: usize, const NQ: usize> SmmlaSink<NG, NQ> {
-    /// Column group `k`: chunk `c` of columns (0,1) and (2,3) in one `ld1 {2 regs}`, 4 `smmla`.
+    /// Column group `k`: chunk `C` of columns (0,1) and (2,3) in one `ldp`, 4 `smmla`.
     #[inline(always)]
-    unsafe fn group(&mut self, k: usize, c: usize, w0: int8x16_t, w1: int8x16_t) {
-        // SAFETY: qs[k] points at a Q8_Kx4 block's 512 values; the caller has i8mm.
+    unsafe fn group<const C: usize>(&mut self, k: usize, w0: int8x16_t, w1: int8x16_t) {
+        // SAFETY: qs[k] points at a Q8_Kx4 block's 512 values (chunk C at bytes 32C..32C+32); the
+        // caller has i8mm.
         unsafe {
-            let x = vld1q_s8_x2(self.qs[k].add(32 * c));
-            self.acc[0][2 * k] = smmla(self.acc[0][2 * k], w0, x.0);
-            self.acc[0][2 * k + 1] = smmla(self.acc[0][2 * k + 1], w0, x.1);
-            self.acc[1][2 * k] = smmla(self.acc[1][2 * k], w1, x.0);
-            self.acc[1][2 * k + 1] = smmla(self.acc[1][2 * k + 1], w1, x.1);
+            let [a0, a1, a2, a3] = smmla_2x2_ldp::<C>(
+                [self.acc[0][2 * k], self.acc[0][2 * k + 1], self.acc[1][2 * k], self.acc[1][2 * k + 1]],
+                w0,
+                w1,
+                self.qs[k],
+            );
+            self.acc[0][2 * k] = a0;
+            self.acc[0][2 * k + 1] = a1;
+            self.acc[1][2 * k] = a2;
+            self.acc[1][2 * k + 1] = a3;
         }
     }
 }
 
 impl<const NG: usize, const NQ: usize> ChunkSink for SmmlaSink<NG, NQ> {
     #[inline(always)]
-    unsafe fn chunk(&mut self, c: usize, w0: int8x16_t, w1: int8x16_t) {
+    unsafe fn chunk<const C: usize>(&mut self, w0: int8x16_t, w1: int8x16_t) {
         // SAFETY: forwarded. Written out: a loop over k keeps the accumulators in memory.
         unsafe {
-            self.group(0, c, w0, w1);
+            self.group::<C>(0, w0, w1);
             if NG > 1 {
-                self.group(1, c, w0, w1);
+                self.group::<C>(1, w0, w1);
             }
             if NG > 2 {
-                self.group(2, c, w0, w1);
-                self.group(3, c, w0, w1);
+                self.group::<C>(2, w0, w1);
+                self.group::<C>(3, w0, w1);
             }
         }
     }
@@ -80,12 +92,11 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
         let a: [&ActBlockX4; NG] = core::array::from_fn(|k| &pack[(cg + k) * nb + i]);
         // SAFETY: all loads are inside this block and these pack entries.
         unsafe {
-            // start at -sum(y) (T2P: codes u, isum = dot(u,y) - sum(y)) or +sum(y) (negated
-            // decoders: the accumulator ends at -isum)
+            // start at MAGIC - sum(y) (code decoders: the accumulator ends at MAGIC + isum) or
+            // MAGIC + sum(y) (negated decoders: it ends at MAGIC - isum); see act_pack::MAGIC
             let acc: [[int32x4_t; NQ]; 2] = core::array::from_fn(|p| {
                 core::array::from_fn(|q| {
-                    let init = if D::NEGATED { &a[q / 2].ysum[p][q % 2] } else { &a[q / 2].nysum[p][q % 2] };
-                    vld1q_s32(init.as_ptr())
+                    vld1q_s32(pick_seed(D::NEGATED, &a[q / 2].seed[p][q % 2], &a[q / 2].nseed[p][q % 2]))
                 })
             });
             let mut sink = SmmlaSink::<NG, NQ> { acc, qs: core::array::from_fn(|k| a[k].qs.as_ptr()) };
@@ -96,10 +107,7 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
             for q in 0..NQ {
                 let yq = vld1q_f32(a[q / 2].yd[q % 2].as_ptr());
                 for p in 0..2 {
-                    let scale = vmulq_f32(dp[p], yq);
-                    let v = vcvtq_f32_s32(acc[p][q]);
-                    sumf[p][q] =
-                        if D::NEGATED { vfmsq_f32(sumf[p][q], scale, v) } else { vfmaq_f32(sumf[p][q], scale, v) };
+                    sumf[p][q] = apply(D::NEGATED, sumf[p][q], vmulq_f32(dp[p], yq), acc[p][q]);
                 }
             }
         }

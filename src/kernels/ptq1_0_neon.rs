@@ -69,41 +69,45 @@ impl ChunkDecoder for Ptq1Decoder {
         // SAFETY: every load is a field of the block; the sink's contract is the caller's.
         unsafe {
             // written out: the compiler keeps a 2-trip loop otherwise
-            ptq1_half(b, 0, sink);
-            ptq1_half(b, 1, sink);
+            let (l0, l1) = (vld1q_u8(b.lo[0][0].as_ptr()), vld1q_u8(b.lo[1][0].as_ptr()));
+            five_digits::<S, 0, 2, 4, 6, 8>(l0, l1, sink);
+            let (l0, l1) = (vld1q_u8(b.lo[0][1].as_ptr()), vld1q_u8(b.lo[1][1].as_ptr()));
+            five_digits::<S, 1, 3, 5, 7, 9>(l0, l1, sink);
             let (h0, h1) = (vld1q_u8(b.hi[0].as_ptr()), vld1q_u8(b.hi[1].as_ptr()));
-            five_digits(h0, h1, 10, 1, sink);
+            five_digits::<S, 10, 11, 12, 13, 14>(h0, h1, sink);
             let qh = vld1_u8(b.qh.as_ptr().cast());
             let table = vcombine_u8(qh, qh);
             let mul = vld1q_u8(QH_MUL.as_ptr());
             let e0 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[0].as_ptr())), mul);
             let e1 = vmulq_u8(vqtbl1q_u8(table, vld1q_u8(QH_INDEX[1].as_ptr())), mul);
-            sink.chunk(15, neg_digit(e0), neg_digit(e1));
+            sink.chunk::<15>(neg_digit(e0), neg_digit(e1));
         }
     }
 }
 
-/// Half `h` of both row pairs' `lo` bytes: chunks `2n + h` for digits n = 0..5.
+/// Digits 0..5 of both row pairs' bytes as chunks `C0..C4` (half `h` of the `lo` bytes: chunks
+/// `2n + h`; the `hi` bytes: chunks `10 + n`). Written out: with a loop the compiler keeps the big
+/// (4x16) tiles' accumulators in memory.
 #[inline(always)]
-unsafe fn ptq1_half<S: ChunkSink>(b: &BlockPtq1_0x4, h: usize, sink: &mut S) {
-    // SAFETY: fields of the block; the sink's contract is the caller's.
-    unsafe {
-        let (l0, l1) = (vld1q_u8(b.lo[0][h].as_ptr()), vld1q_u8(b.lo[1][h].as_ptr()));
-        five_digits(l0, l1, h, 2, sink);
-    }
-}
-
-/// Digits 0..5 of both row pairs' bytes as chunks `first + step * n`. Written out: with a loop
-/// the compiler keeps the big (4x16) tiles' accumulators in memory.
-#[inline(always)]
-unsafe fn five_digits<S: ChunkSink>(v0: uint8x16_t, v1: uint8x16_t, first: usize, step: usize, sink: &mut S) {
+unsafe fn five_digits<
+    S: ChunkSink,
+    const C0: usize,
+    const C1: usize,
+    const C2: usize,
+    const C3: usize,
+    const C4: usize,
+>(
+    v0: uint8x16_t,
+    v1: uint8x16_t,
+    sink: &mut S,
+) {
     // SAFETY: register operations; the sink's contract is the caller's.
     unsafe {
-        sink.chunk(first, neg_digit_n(v0, 0), neg_digit_n(v1, 0));
-        sink.chunk(first + step, neg_digit_n(v0, 1), neg_digit_n(v1, 1));
-        sink.chunk(first + 2 * step, neg_digit_n(v0, 2), neg_digit_n(v1, 2));
-        sink.chunk(first + 3 * step, neg_digit_n(v0, 3), neg_digit_n(v1, 3));
-        sink.chunk(first + 4 * step, neg_digit_n(v0, 4), neg_digit_n(v1, 4));
+        sink.chunk::<C0>(neg_digit_n(v0, 0), neg_digit_n(v1, 0));
+        sink.chunk::<C1>(neg_digit_n(v0, 1), neg_digit_n(v1, 1));
+        sink.chunk::<C2>(neg_digit_n(v0, 2), neg_digit_n(v1, 2));
+        sink.chunk::<C3>(neg_digit_n(v0, 3), neg_digit_n(v1, 3));
+        sink.chunk::<C4>(neg_digit_n(v0, 4), neg_digit_n(v1, 4));
     }
 }
 
