@@ -97,7 +97,7 @@ t2p_config make_config() {
     if (requested == GGML_T2P_KERNEL_AUTO) {
         cfg.kernel = ggml_t2p_best_kernel();
         if (cfg.kernel == 0) {
-            GGML_LOG_INFO("ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); "
+            GGML_LOG_WARN("ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); "
                           "stock code runs (GGML_T2P_KERNEL=ref forces the scalar kernels)\n");
             return cfg;
         }
@@ -130,7 +130,7 @@ t2p_config make_config() {
         cfg.ptq1_layout = -1;
     }
     if (cfg.pq2_layout < 0 && cfg.ptq1_layout < 0) {
-        GGML_LOG_INFO("ggml-t2p: declining: this ggml has neither PQ2_0 (type 142) nor PTQ1_0 (type 143); stock code runs\n");
+        GGML_LOG_WARN("ggml-t2p: declining: this ggml has neither PQ2_0 (type 142) nor PTQ1_0 (type 143); stock code runs\n");
         return cfg;
     }
 

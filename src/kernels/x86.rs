@@ -5,8 +5,9 @@
 //!
 //! ## The arithmetic (one 16-row X16 block against one activation column)
 //! A 64-byte word `w` holds, per row lane, the codes `u = w + 1` of weights `16w .. 16w+16`, slot
-//! `s` = 4-weight group `4w + s` (see [`crate::format::BlockX16`]). One shift and four masks give
-//! the slots as unsigned bytes:
+//! `s` = 4-weight group `4w + s` (see [`crate::format::BlockX16`]). Shifts and masks give the slots
+//! as unsigned bytes, each multiplied (`vpdpbusd`, or `vpmaddubsw` on AVX2) with its group's four
+//! int8 activations broadcast to every lane. The VNNI levels take one shift and four masks:
 //!
 //! | operand | value per byte | group |
 //! |---|---|---|
@@ -15,11 +16,10 @@
 //! | `(v >> 4) & 0x03` | `u` (x1) | `4w + 2` |
 //! | `(v >> 4) & 0x0C` | `4u` (x4) | `4w + 3` |
 //!
-//! Each is multiplied (`vpdpbusd`, or `vpmaddubsw` on AVX2) with its group's four int8
-//! activations broadcast to every lane, into an x1 and an x4 accumulator per lane. Per block,
-//! `dot(u, y) = S1 + S4 / 4` (the x4 sum is an exact multiple of 4), and
-//! `isum = dot(u, y) - sum(y)`, with `-sum(y)` from the pack ([`Q8Half::nysum`]) seeding the
-//! accumulator. The float step is the reference's, per lane: `sumf = fma(fp32(d) * d_y,
+//! into an x1 and an x4 int32 sum per lane: `dot(u, y) = S1 + S4 / 4` (the x4 sum is an exact
+//! multiple of 4). AVX2 shifts every slot down to `u` (three shifts, four masks) so that a single
+//! int16 sum per lane holds the whole block (see [`super::x86_avx2`] for the bound). Then
+//! `isum = dot(u, y) - sum(y)`, with `-sum(y)` from the pack ([`Q8Half::nysum`]). The float step is the reference's, per lane: `sumf = fma(fp32(d) * d_y,
 //! (float) isum, sumf)` (`vcvtph2ps`, `vmulps`, `vcvtdq2ps`, `vfmadd231ps`), so every output has
 //! the reference bits. Tiles of several columns share each decoded word.
 
@@ -42,20 +42,17 @@ pub(crate) trait Isa {
 
     /// Loads `4 * LANES` bytes (unaligned).
     unsafe fn load(p: *const u8) -> Self::V;
-    /// The four slot operands of a word vector: `[v & 3, v & 0xC, (v >> 4) & 3, (v >> 4) & 0xC]`.
+    /// The four slot operands of a word vector, slot `s` holding group `4w + s`: the codes, or
+    /// the codes times a power of 2 that [`Isa::isum`] divides out again.
     unsafe fn slots(v: Self::V) -> [Self::V; 4];
     /// Broadcasts the 4 bytes at `p` to every lane.
     unsafe fn bcast(p: *const i8) -> Self::V;
-    /// A block's fresh accumulator, seeded with `nysum = -sum(y)`.
+    /// A block's fresh accumulator; `nysum = -sum(y)` may seed it (or wait for [`Isa::isum`]).
     unsafe fn acc_new(nysum: i32) -> Self::Acc;
-    /// Adds `u . y` per lane (4 byte products) to the x1 sums.
-    unsafe fn dot1(acc: &mut Self::Acc, u: Self::V, y: Self::V);
-    /// Adds `u . y` per lane to the x4 sums (`u` holds `4 * code`).
-    unsafe fn dot4(acc: &mut Self::Acc, u: Self::V, y: Self::V);
-    /// Called after words 3 and 7 of a block (AVX2 widens its int16 sums there).
-    unsafe fn flush(acc: &mut Self::Acc);
-    /// The block's `isum` per lane.
-    unsafe fn isum(acc: Self::Acc) -> Self::V;
+    /// Adds `u . y` per lane (4 byte products) for slot operand `S` (0..4) of [`Isa::slots`].
+    unsafe fn dot<const S: usize>(acc: &mut Self::Acc, u: Self::V, y: Self::V);
+    /// The block's `isum` per lane (`nysum` as given to [`Isa::acc_new`]).
+    unsafe fn isum(acc: Self::Acc, nysum: i32) -> Self::V;
     /// `LANES` fp16 scales at `p` as f32 (exact).
     unsafe fn scales(p: *const f16) -> Self::F;
     /// Zero.
@@ -93,43 +90,26 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
                     *x = I::acc_new(a[c].nysum);
                 }
             }
-            // written out word by word: a loop keeps the accumulators of big tiles in memory
-            macro_rules! word {
-                ($w:expr) => {{
-                    let mut y = [[I::bcast(a[0].qs.as_ptr()); 4]; NC];
-                    for (c, yc) in y.iter_mut().enumerate() {
-                        let p = a[c].qs.as_ptr().add(16 * $w);
-                        *yc = [I::bcast(p), I::bcast(p.add(4)), I::bcast(p.add(8)), I::bcast(p.add(12))];
+            // Per word: each vector of rows is decoded once, then meets every column's four
+            // broadcast activation groups. A real loop over the 8 words (the opaque trip count
+            // keeps it from being unrolled): unrolled, the scheduler hoists every word's loads and
+            // decoding above the dot products and spills them, for tiles of several columns.
+            for w in 0..core::hint::black_box(8usize) {
+                for (h, row) in acc.iter_mut().enumerate() {
+                    let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
+                    for (c, x) in row.iter_mut().enumerate() {
+                        let p = a[c].qs.as_ptr().add(16 * w);
+                        I::dot::<0>(x, s[0], I::bcast(p));
+                        I::dot::<1>(x, s[1], I::bcast(p.add(4)));
+                        I::dot::<2>(x, s[2], I::bcast(p.add(8)));
+                        I::dot::<3>(x, s[3], I::bcast(p.add(12)));
                     }
-                    for (h, row) in acc.iter_mut().enumerate() {
-                        let s = I::slots(I::load(b.qs[$w].as_ptr().add(4 * I::LANES * h)));
-                        for (c, x) in row.iter_mut().enumerate() {
-                            I::dot1(x, s[0], y[c][0]);
-                            I::dot4(x, s[1], y[c][1]);
-                            I::dot1(x, s[2], y[c][2]);
-                            I::dot4(x, s[3], y[c][3]);
-                        }
-                    }
-                }};
-            }
-            word!(0);
-            word!(1);
-            word!(2);
-            word!(3);
-            for row in acc.iter_mut() {
-                for x in row.iter_mut() {
-                    I::flush(x);
                 }
             }
-            word!(4);
-            word!(5);
-            word!(6);
-            word!(7);
             for (h, row) in acc.iter_mut().enumerate() {
                 let d = I::scales(b.d.as_ptr().add(I::LANES * h));
                 for (c, x) in row.iter_mut().enumerate() {
-                    I::flush(x);
-                    sumf[h][c] = I::fstep(sumf[h][c], d, a[c].d, I::isum(*x));
+                    sumf[h][c] = I::fstep(sumf[h][c], d, a[c].d, I::isum(*x, a[c].nysum));
                 }
             }
         }

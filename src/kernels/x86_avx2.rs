@@ -1,17 +1,18 @@
 //! X16 kernels for AVX2 + FMA + F16C (Haswell, Zen 1 and later): `vpmaddubsw` products summed in
-//! int16, widened with `vpmaddwd` twice per block.
+//! int16, widened once per block with `vpmaddwd`.
 //!
 //! ## The int16 bound that keeps it exact
-//! `vpmaddubsw` multiplies unsigned bytes (the slot operands: `u <= 3`, or `4u <= 12` for the x4
-//! slots) with signed bytes (activations, `|y| <= 128`) and adds adjacent pairs into int16 with
-//! saturation. One pair is at most `2 * 12 * 128 = 3072` in magnitude, so it never saturates.
-//! The pairs are then added (`vpaddw`, wrapping) into an x1 and an x4 sum per lane for four words
-//! (8 products each): at most `8 * 2 * 3 * 128 = 6144` and `8 * 3072 = 24576`, both below
-//! `32767`, so no int16 sum wraps. After words 3 and 7 they are widened, with the x1 sum scaled by
-//! 4: `A += vpmaddwd(S1, 4) + vpmaddwd(S4, 1)`, `A` starting at `-4 sum(y)`, so `A = 4 isum`
-//! exactly and `isum = A >> 2` (arithmetic shift of a multiple of 4).
+//! Every slot is shifted down to the code itself (`v & 3`, `(v >> 2) & 3`, `(v >> 4) & 3`,
+//! `(v >> 6) & 3`; 16-bit shifts, the mask keeps each byte's own two bits), so the unsigned
+//! operand of `vpmaddubsw` is `u <= 3`. It multiplies that with the signed activations
+//! (`|y| <= 128`) and adds adjacent pairs into int16 with saturation: one pair is at most
+//! `2 * 3 * 128 = 768` in magnitude, so it never saturates. A block adds 32 such pairs into each
+//! int16 lane of its sum (8 words x 4 slots, `vpaddw`, wrapping): at most `32 * 768 = 24576 <
+//! 32767`, so no sum wraps either, and one `vpmaddwd` by 1 per block widens the lane pairs to the
+//! row's int32 `dot(u, y)` exactly. `isum = dot(u, y) - sum(y)`.
 //!
-//! Tiles: 16 rows (two ymm vectors) x 2 columns; the 16 ymm registers hold 12 accumulators.
+//! One int16 register per (8 rows, column) accumulator keeps tiles of 16 rows x 4 columns in the
+//! 16 ymm registers (8 integer and 4 float accumulators).
 
 use super::act_pack::Q8Half;
 use super::x86::{gemm_x16, Isa};
@@ -23,12 +24,11 @@ use half::f16;
 /// The AVX2 level.
 pub(crate) struct Avx2;
 
-/// AVX2 accumulator: int16 x1 and x4 sums of the current four words, and the widened `4 isum`.
+/// AVX2 accumulator: the int16 sums of a block (`-sum(y)` is added at the end, so that an
+/// accumulator is one register).
 #[derive(Clone, Copy)]
 pub(crate) struct Acc16 {
-    s1: __m256i,
-    s4: __m256i,
-    a: __m256i,
+    s: __m256i,
 }
 
 impl Isa for Avx2 {
@@ -46,9 +46,13 @@ impl Isa for Avx2 {
     unsafe fn slots(v: __m256i) -> [__m256i; 4] {
         // SAFETY: register operations (AVX2 enabled by the caller).
         unsafe {
-            let (m1, m4) = (_mm256_set1_epi8(0x03), _mm256_set1_epi8(0x0C));
-            let h = _mm256_srli_epi16::<4>(v);
-            [_mm256_and_si256(v, m1), _mm256_and_si256(v, m4), _mm256_and_si256(h, m1), _mm256_and_si256(h, m4)]
+            let m = _mm256_set1_epi8(0x03);
+            [
+                _mm256_and_si256(v, m),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(v), m),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(v), m),
+                _mm256_and_si256(_mm256_srli_epi16::<6>(v), m),
+            ]
         }
     }
     #[inline(always)]
@@ -57,35 +61,19 @@ impl Isa for Avx2 {
         unsafe { _mm256_set1_epi32(p.cast::<i32>().read_unaligned()) }
     }
     #[inline(always)]
-    unsafe fn acc_new(nysum: i32) -> Acc16 {
-        // SAFETY: register operations. |nysum| <= 128 * 128, so 4 * nysum fits.
-        unsafe { Acc16 { s1: _mm256_setzero_si256(), s4: _mm256_setzero_si256(), a: _mm256_set1_epi32(4 * nysum) } }
+    unsafe fn acc_new(_: i32) -> Acc16 {
+        // SAFETY: register operation.
+        unsafe { Acc16 { s: _mm256_setzero_si256() } }
     }
     #[inline(always)]
-    unsafe fn dot1(acc: &mut Acc16, u: __m256i, y: __m256i) {
+    unsafe fn dot<const S: usize>(acc: &mut Acc16, u: __m256i, y: __m256i) {
         // SAFETY: register operations.
-        unsafe { acc.s1 = _mm256_add_epi16(acc.s1, _mm256_maddubs_epi16(u, y)) }
+        unsafe { acc.s = _mm256_add_epi16(acc.s, _mm256_maddubs_epi16(u, y)) }
     }
     #[inline(always)]
-    unsafe fn dot4(acc: &mut Acc16, u: __m256i, y: __m256i) {
+    unsafe fn isum(acc: Acc16, nysum: i32) -> __m256i {
         // SAFETY: register operations.
-        unsafe { acc.s4 = _mm256_add_epi16(acc.s4, _mm256_maddubs_epi16(u, y)) }
-    }
-    #[inline(always)]
-    unsafe fn flush(acc: &mut Acc16) {
-        // SAFETY: register operations.
-        unsafe {
-            let w1 = _mm256_madd_epi16(acc.s1, _mm256_set1_epi16(4));
-            let w4 = _mm256_madd_epi16(acc.s4, _mm256_set1_epi16(1));
-            acc.a = _mm256_add_epi32(acc.a, _mm256_add_epi32(w1, w4));
-            acc.s1 = _mm256_setzero_si256();
-            acc.s4 = _mm256_setzero_si256();
-        }
-    }
-    #[inline(always)]
-    unsafe fn isum(acc: Acc16) -> __m256i {
-        // SAFETY: register operations.
-        unsafe { _mm256_srai_epi32::<2>(acc.a) }
+        unsafe { _mm256_add_epi32(_mm256_madd_epi16(acc.s, _mm256_set1_epi16(1)), _mm256_set1_epi32(nysum)) }
     }
     #[inline(always)]
     unsafe fn scales(p: *const f16) -> __m256 {
@@ -119,27 +107,27 @@ pub(crate) unsafe fn gemv_x16_16x1_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
     unsafe { gemm_x16::<Avx2, 2, 1>(job) }
 }
 
-/// X16 x Q8_K, several columns: 16 rows x 2 columns per tile (then 1).
+/// X16 x Q8_K, several columns: 16 rows x 4 columns per tile (then 2, 1).
 ///
 /// # Safety
 /// AVX2, FMA and F16C available; `job` validated by `gemm_raw`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn gemm_x16_16x2_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
+pub(crate) unsafe fn gemm_x16_16x4_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
     // SAFETY: forwarded.
-    unsafe { gemm_x16::<Avx2, 2, 2>(job) }
+    unsafe { gemm_x16::<Avx2, 2, 4>(job) }
 }
 
 /// Runs `job` with the gemv (one column) or gemm kernel.
 ///
 /// # Safety
-/// As [`gemm_x16_16x2_q8_k_avx2`].
+/// As [`gemm_x16_16x4_q8_k_avx2`].
 pub(crate) unsafe fn run(job: Job<'_, BlockX16, Q8Half>) {
     // SAFETY: forwarded.
     unsafe {
         if job.n_cols == 1 {
             gemv_x16_16x1_q8_k_avx2(&job)
         } else {
-            gemm_x16_16x2_q8_k_avx2(&job)
+            gemm_x16_16x4_q8_k_avx2(&job)
         }
     }
 }

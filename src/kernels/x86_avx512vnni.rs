@@ -54,19 +54,18 @@ impl Isa for Avx512Vnni {
         unsafe { Acc512 { s1: _mm512_set1_epi32(nysum), s4: _mm512_setzero_si512() } }
     }
     #[inline(always)]
-    unsafe fn dot1(acc: &mut Acc512, u: __m512i, y: __m512i) {
-        // SAFETY: AVX-512 VNNI enabled by the caller.
-        unsafe { acc.s1 = _mm512_dpbusd_epi32(acc.s1, u, y) }
+    unsafe fn dot<const S: usize>(acc: &mut Acc512, u: __m512i, y: __m512i) {
+        // SAFETY: VNNI enabled by the caller. Slots 0 and 2 are x1, 1 and 3 are x4.
+        unsafe {
+            if S % 2 == 0 {
+                acc.s1 = _mm512_dpbusd_epi32(acc.s1, u, y)
+            } else {
+                acc.s4 = _mm512_dpbusd_epi32(acc.s4, u, y)
+            }
+        }
     }
     #[inline(always)]
-    unsafe fn dot4(acc: &mut Acc512, u: __m512i, y: __m512i) {
-        // SAFETY: AVX-512 VNNI enabled by the caller.
-        unsafe { acc.s4 = _mm512_dpbusd_epi32(acc.s4, u, y) }
-    }
-    #[inline(always)]
-    unsafe fn flush(_: &mut Acc512) {}
-    #[inline(always)]
-    unsafe fn isum(acc: Acc512) -> __m512i {
+    unsafe fn isum(acc: Acc512, _: i32) -> __m512i {
         // SAFETY: register operations.
         unsafe { _mm512_add_epi32(acc.s1, _mm512_srai_epi32::<2>(acc.s4)) }
     }

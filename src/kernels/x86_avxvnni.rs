@@ -53,19 +53,18 @@ impl Isa for AvxVnni {
         unsafe { Acc32 { s1: _mm256_set1_epi32(nysum), s4: _mm256_setzero_si256() } }
     }
     #[inline(always)]
-    unsafe fn dot1(acc: &mut Acc32, u: __m256i, y: __m256i) {
-        // SAFETY: AVX-VNNI enabled by the caller.
-        unsafe { acc.s1 = _mm256_dpbusd_avx_epi32(acc.s1, u, y) }
+    unsafe fn dot<const S: usize>(acc: &mut Acc32, u: __m256i, y: __m256i) {
+        // SAFETY: VNNI enabled by the caller. Slots 0 and 2 are x1, 1 and 3 are x4.
+        unsafe {
+            if S % 2 == 0 {
+                acc.s1 = _mm256_dpbusd_avx_epi32(acc.s1, u, y)
+            } else {
+                acc.s4 = _mm256_dpbusd_avx_epi32(acc.s4, u, y)
+            }
+        }
     }
     #[inline(always)]
-    unsafe fn dot4(acc: &mut Acc32, u: __m256i, y: __m256i) {
-        // SAFETY: AVX-VNNI enabled by the caller.
-        unsafe { acc.s4 = _mm256_dpbusd_avx_epi32(acc.s4, u, y) }
-    }
-    #[inline(always)]
-    unsafe fn flush(_: &mut Acc32) {}
-    #[inline(always)]
-    unsafe fn isum(acc: Acc32) -> __m256i {
+    unsafe fn isum(acc: Acc32, _: i32) -> __m256i {
         // SAFETY: register operations.
         unsafe { _mm256_add_epi32(acc.s1, _mm256_srai_epi32::<2>(acc.s4)) }
     }
