@@ -57,7 +57,7 @@ impl Isa for Avx512Vnni {
     unsafe fn dot<const S: usize>(acc: &mut Acc512, u: __m512i, y: __m512i) {
         // SAFETY: VNNI enabled by the caller. Slots 0 and 2 are x1, 1 and 3 are x4.
         unsafe {
-            if S % 2 == 0 {
+            if S.is_multiple_of(2) {
                 acc.s1 = _mm512_dpbusd_epi32(acc.s1, u, y)
             } else {
                 acc.s4 = _mm512_dpbusd_epi32(acc.s4, u, y)

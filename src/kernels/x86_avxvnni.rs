@@ -56,7 +56,7 @@ impl Isa for AvxVnni {
     unsafe fn dot<const S: usize>(acc: &mut Acc32, u: __m256i, y: __m256i) {
         // SAFETY: VNNI enabled by the caller. Slots 0 and 2 are x1, 1 and 3 are x4.
         unsafe {
-            if S % 2 == 0 {
+            if S.is_multiple_of(2) {
                 acc.s1 = _mm256_dpbusd_avx_epi32(acc.s1, u, y)
             } else {
                 acc.s4 = _mm256_dpbusd_avx_epi32(acc.s4, u, y)
