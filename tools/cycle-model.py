@@ -81,7 +81,7 @@ ARM_KERNELS = [
 # instruction, MACs per block, outputs per block, stock branch, cores with the ISA
 X86_KERNELS = [
     ("gemv_x16_16x1_q8_k_avx2", "X16 gemv (AVX2)", "vpmaddubsw", 64, 16, "avx2", ["haswell", "alderlake", "sapphirerapids", "znver4"]),
-    ("gemm_x16_16x2_q8_k_avx2", "X16 gemm 16x2 (AVX2)", "vpmaddubsw", 128, 32, "avx2", ["haswell", "alderlake", "sapphirerapids", "znver4"]),
+    ("gemm_x16_16x4_q8_k_avx2", "X16 gemm 16x4 (AVX2)", "vpmaddubsw", 256, 64, "avx2", ["haswell", "alderlake", "sapphirerapids", "znver4"]),
     ("gemv_x16_16x1_q8_k_avxvnni", "X16 gemv (AVX-VNNI)", "vpdpbusd", 64, 16, "vnni", ["alderlake", "sapphirerapids"]),
     ("gemm_x16_16x2_q8_k_avxvnni", "X16 gemm 16x2 (AVX-VNNI)", "vpdpbusd", 128, 32, "vnni", ["alderlake", "sapphirerapids"]),
     ("gemv_x16_16x1_q8_k_avx512vnni", "X16 gemv (AVX-512 VNNI)", "vpdpbusd", 32, 16, "vnni", ["sapphirerapids", "znver4"]),
