@@ -177,9 +177,19 @@ fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usi
             first = end;
             if t == 0 {
                 mine = Some((start, run));
-            } else {
-                let f = &f;
-                s.spawn(move || f(start, run));
+                continue;
+            }
+            // A host that caps its threads may refuse one: then this thread does that run itself.
+            let f = &f;
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, &mut [D])>();
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                if let Ok((start, run)) = rx.recv() {
+                    f(start, run);
+                }
+            });
+            match spawned {
+                Ok(_) => tx.send((start, run)).expect("the worker waits for its run"),
+                Err(_) => f(start, run),
             }
         }
         if let Some((start, run)) = mine {
