@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Runs a patched llama-perplexity two ways and requires identical results: every per-chunk value it
+prints, the final estimate, and the file of all saved log-probabilities (--kl-divergence-base), byte
+for byte. Exits non-zero on any mismatch. Python 3 standard library only; Linux, macOS and Windows.
+
+Runs llama-perplexity twice, A and B, and compares:
+  - the per-chunk values "[i]ppl" and the final estimate, as printed (4 decimals);
+  - the saved log-probabilities of every token (--kl-divergence-base FILE, 16-bit per vocab entry
+    and per token), byte for byte: a difference in any logit that moves any of these shows up here,
+    far below the printed precision.
+
+  A (default): GGML_T2P_KERNEL=ref, the library's scalar reference kernels
+  B (default): the patched binary as is (best kernels for this CPU)
+
+Every run gets --no-mmap (--mmap to leave it out), -lv 4 (llama-perplexity shows ggml's INFO lines,
+the plugin's among them, only at this verbosity) and, when the binary has it, -fit off: the memory-fit
+pre-pass of newer llama.cpp loads the model once with INFO lines muted, and the plugin says
+"enabled"/"declining" only once, during that pass. Each run's plugin state is printed: enabled (which
+kernel, how many tensors repacked), declined, disabled, or "no ggml-t2p line" (not patched, or INFO
+lines hidden).
+
+Exit status: 0 only if everything matches; 1 on a mismatch or a failed run; 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
+TOOL = "ppl-check"
+CHUNK_RE = re.compile(r"\[[0-9]+\][0-9.]+(?:nan|inf)?")
+FINAL_RE = re.compile(r"Final estimate: PPL = [0-9.]+ \+/- [0-9.]+")
+
+
+def parser():
+    ap = argparse.ArgumentParser(
+        prog="tools/ppl-check.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s --perplexity PATCHED/llama-perplexity -m MODEL.gguf -f TEXT [options] [-- extra args]",
+        description=__doc__.split("\n\n", 1)[1],
+        epilog="examples:\n"
+               "  default vs reference kernels: tools/ppl-check.py --perplexity build/bin/llama-perplexity "
+               "-m m.gguf -f t.txt\n"
+               "  -ub 1 vs -ub 64 (both ggml-t2p): ... --a-env \"\" --a-args \"-ub 1\" --b-args \"-ub 64\"\n"
+               "  declined vs off (no dotprod):    ... --a-env \"GGML_T2P=0\" --runner \"qemu-aarch64-static "
+               "-cpu cortex-a72\"\n"
+               "Compare like with like: a different -ub (ubatch) can change the results of stock llama.cpp "
+               "code itself\n(GGML_T2P=0 at -c 128: the default ubatch and -ub 64 give different values), so a "
+               "difference between runs\nwith different -ub says nothing about the ggml-t2p kernels. "
+               "-ub 1 vs -ub 64 with ggml-t2p on were bit-identical on the test model.")
+    ap.add_argument("--perplexity", metavar="PATH", required=True, help="the patched llama-perplexity (required)")
+    ap.add_argument("-m", "--model", metavar="PATH", required=True, help="model (required)")
+    ap.add_argument("-f", "--file", metavar="PATH", required=True, dest="text", help="text file (required)")
+    ap.add_argument("-c", type=int, default=128, metavar="N", dest="ctx", help="context per chunk (default 128)")
+    ap.add_argument("--chunks", type=int, default=3, metavar="N", help="chunks (default 3)")
+    ap.add_argument("-t", type=int, metavar="N", dest="threads", help="threads (default: all cores)")
+    ap.add_argument("--a-env", default="GGML_T2P_KERNEL=ref", metavar="\"K=V ...\"",
+                    help="environment for run A (default \"GGML_T2P_KERNEL=ref\")")
+    ap.add_argument("--b-env", default="", metavar="\"K=V ...\"", help="environment for run B (default \"\")")
+    ap.add_argument("--a-args", default="", metavar="\"...\"",
+                    help="extra llama-perplexity arguments for A only (e.g. \"-ub 1\")")
+    ap.add_argument("--b-args", default="", metavar="\"...\"", help="extra arguments for B only (e.g. \"-ub 64\")")
+    ap.add_argument("--runner", default="", metavar="CMD", help="prefix, e.g. \"qemu-aarch64-static -cpu max\"")
+    ap.add_argument("--out", metavar="DIR", help="keep logs and log-prob files there (default: temporary)")
+    ap.add_argument("--mmap", action="store_true", help="leave mmap on (do not pass --no-mmap)")
+    return ap
+
+
+def parse(argv):
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    else:
+        extra = []
+    ap = parser()
+    args = ap.parse_args(argv)
+    args.extra = extra
+    return ap, args
+
+
+def first_difference(a, b):
+    """(byte offset, size a, size b) of the first difference of two files, or None when identical."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        pos = 0
+        while True:
+            ba, bb = fa.read(1 << 20), fb.read(1 << 20)
+            if ba != bb:
+                n = min(len(ba), len(bb))
+                i = next((k for k in range(n) if ba[k] != bb[k]), n)
+                return pos + i, os.path.getsize(a), os.path.getsize(b)
+            if not ba:
+                return None
+            pos += len(ba)
+
+
+def run(argv):
+    """Returns (exit status, result dict: verdict lines, states {label: (state, summary)}, pass bool)."""
+    ap, args = parse(argv)
+    result = {"lines": [], "states": {}, "pass": False}
+    ppl = tc.resolve_binary(args.perplexity)
+    if not ppl or not tc.is_executable(ppl):
+        ap.error(f"{args.perplexity} is not an executable")
+    for p in (args.model, args.text):
+        if not os.path.isfile(p) or not os.access(p, os.R_OK):
+            ap.error(f"cannot read {p}")
+    try:
+        envs = {"A": tc.parse_env(args.a_env, "--a-env"), "B": tc.parse_env(args.b_env, "--b-env")}
+    except ValueError as e:
+        ap.error(str(e))
+    extra_args = {"A": tc.split_command(args.a_args), "B": tc.split_command(args.b_args)}
+    runner = tc.split_command(args.runner)
+    if runner and not shutil.which(runner[0]) and not os.path.isfile(runner[0]):
+        ap.error(f"--runner: {runner[0]} not found")
+    threads = args.threads or tc.cpu_count()
+
+    tmp = None
+    if args.out:
+        out = os.path.abspath(args.out)
+        os.makedirs(out, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="t2p-ppl-")
+        out = tmp.name
+    try:
+        return _run(args, result, ppl, envs, extra_args, runner, threads, out)
+    finally:
+        if tmp:
+            tmp.cleanup()
+
+
+def _run(args, result, ppl, envs, extra_args, runner, threads, out):
+    fit_off = []
+    if tc.has_flag(tc.help_text(runner, ppl), "--fit"):
+        fit_off = ["-fit", "off"]
+    logs, states = {}, {}
+    for label in ("A", "B"):
+        log = os.path.join(out, f"{label}.log")
+        logprobs = os.path.join(out, f"{label}.logprobs")
+        tc.say(TOOL, f"run {label}: env [{tc.show_env(envs[label])}] args [{' '.join(extra_args[label])}]"
+               + (f" runner [{args.runner}]" if runner else ""))
+        cmd = runner + [ppl, "-m", os.path.abspath(args.model), "-f", os.path.abspath(args.text),
+                        "-c", str(args.ctx), "--chunks", str(args.chunks), "-t", str(threads)]
+        cmd += [] if args.mmap else ["--no-mmap"]
+        # -lv 4: INFO lines (ours among them); -fit off: no pre-pass that prints our one-time line muted
+        cmd += ["-lv", "4"] + fit_off + ["--kl-divergence-base", logprobs] + extra_args[label] + args.extra
+        env = dict(os.environ)
+        env.update(envs[label])
+        try:
+            rc, secs = tc.run_logged(cmd, env, log)
+        except OSError as e:
+            tc.say(TOOL, f"run {label}: cannot run {cmd[0]}: {e}")
+            return 1, result
+        if rc != 0:
+            print(tc.tail(log, 20), file=sys.stderr)
+            tc.say(TOOL, f"run {label} failed with status {rc} (log above; command: {' '.join(cmd)})")
+            return 1, result
+        text = tc.read_text(log)
+        logs[label] = text
+        state, summary, lines = tc.plugin_state(text)
+        states[label] = (state, summary)
+        for line in lines:
+            tc.say(TOOL, f"    {label}: {line}")
+        tc.say(TOOL, f"    {label}: {secs:.0f} s")
+
+    def chunks(text):
+        return " ".join(CHUNK_RE.findall(text)) + (" " if CHUNK_RE.search(text) else "")
+
+    def final(text):
+        m = FINAL_RE.search(text)
+        return m.group(0) if m else "no final estimate"
+
+    ca, cb = chunks(logs["A"]), chunks(logs["B"])
+    fa, fb = final(logs["A"]), final(logs["B"])
+    lines = [f"A: {ca}| {fa}", f"B: {cb}| {fb}"]
+    ok = True
+    if not ca:
+        tc.say(TOOL, "no per-chunk values in run A")
+        ok = False
+    if ca == cb and fa == fb:
+        lines.append(f"per-chunk values: identical ({len(ca.split())} chunks)")
+    else:
+        lines.append("per-chunk values: DIFFER")
+        ok = False
+    la, lb = os.path.join(out, "A.logprobs"), os.path.join(out, "B.logprobs")
+    if not (os.path.isfile(la) and os.path.isfile(lb)):
+        lines.append("log-prob files: MISSING (this llama-perplexity wrote no --kl-divergence-base file)")
+        ok = False
+    else:
+        diff = first_difference(la, lb)
+        if diff is None:
+            lines.append(f"log-prob files: identical ({os.path.getsize(la)} bytes)")
+        else:
+            lines.append(f"log-prob files: DIFFER (first difference at byte {diff[0] + 1}, counting from 1 as cmp "
+                         f"does; sizes {diff[1]} and {diff[2]})")
+            ok = False
+    lines.append("plugin state (from each run's log):")
+    for label in ("A", "B"):
+        lines.append(f"  {label}: {states[label][1]}")
+    sa, sb = states["A"][0], states["B"][0]
+    if not ok and sb == "declined" and sa == "enabled":
+        lines.append("  note: B declined (stock code) while A ran ggml-t2p: compare declined with off instead, "
+                     "--a-env GGML_T2P=0")
+    if not ok and sa == "enabled" and sb == "enabled" and args.a_args != args.b_args:
+        lines.append("  note: A and B differ in their arguments; a different -ub changes stock llama.cpp's own "
+                     "results too (GGML_T2P=0 differs between the default ubatch and -ub 64), so such runs can "
+                     "differ without ggml-t2p at fault")
+    if args.out:
+        lines.append(f"logs and log-prob files: {args.out}")
+    lines.append("ppl-check: PASS" if ok else "ppl-check: FAIL")
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
+    result.update(lines=lines, states=states, ok=ok)
+    result["pass"] = ok
+    return (0 if ok else 1), result
+
+
+def main():
+    try:
+        status, _ = run(sys.argv[1:])
+    except KeyboardInterrupt:
+        print(f"{TOOL}: interrupted", file=sys.stderr)
+        status = 130
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Shared pieces of tools/ab.py, tools/ppl-check.py and tools/t2p.py (Python 3 standard library only).
+
+Not a command: it finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
+generators), splits --runner and "K=V" arguments without a shell, asks a binary's --help which flags
+it has, and reads the ggml-t2p shim's log lines to say which state the plugin was in:
+
+  ggml-t2p: enabled (libggml_t2p 0.1.0, kernel avx2; PQ2_0 -> X16, PTQ1_0 -> X16)
+  ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); stock code runs ...
+  ggml-t2p: disabled (GGML_T2P=0)
+  ggml-t2p: 168 tensors repacked (168 PQ2_0 -> X16; 77.1 MiB) in 0.21 s; kernel avx2
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+IS_WINDOWS = os.name == "nt"
+NO_LINE = "no ggml-t2p line: this binary is not patched, or its log level hides INFO lines"
+
+
+def say(tool, msg):
+    """A progress line on stderr (results go to stdout)."""
+    print(f"{tool}: {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def split_command(text):
+    """Split a --runner or --a-args string into arguments, without a shell (Windows: no quote removal
+    rules of POSIX shells, so backslashes in paths survive)."""
+    if not text:
+        return []
+    parts = shlex.split(text, posix=not IS_WINDOWS)
+    if IS_WINDOWS:
+        parts = [p[1:-1] if len(p) >= 2 and p[0] == p[-1] and p[0] in "\"'" else p for p in parts]
+    return parts
+
+
+def parse_env(text, what):
+    """'K=V K2=V2' -> dict; raises ValueError on a word without '='."""
+    env = {}
+    for word in split_command(text):
+        key, eq, value = word.partition("=")
+        if not eq or not key:
+            raise ValueError(f"{what}: '{word}' is not KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def resolve_binary(path):
+    """PATH as given, or PATH.exe on Windows; None when neither is a file."""
+    cands = [path]
+    if IS_WINDOWS and not path.lower().endswith(".exe"):
+        cands.append(path + ".exe")
+    for c in cands:
+        if os.path.isfile(c):
+            return os.path.abspath(c)
+    return None
+
+
+def find_built_binary(build_dir, name, config="Release"):
+    """NAME in a CMake build folder: bin/NAME (make, Ninja), bin/<config>/NAME (Visual Studio, Xcode)."""
+    for sub in (["bin"], ["bin", config], [config, "bin"], [config]):
+        found = resolve_binary(os.path.join(build_dir, *sub, name))
+        if found:
+            return found
+    return None
+
+
+def is_executable(path):
+    return os.path.isfile(path) and (IS_WINDOWS or os.access(path, os.X_OK))
+
+
+_help_cache = {}
+
+
+def help_text(runner, binary, timeout=600):
+    """The binary's --help output (stdout and stderr), run through RUNNER; '' when it cannot run."""
+    key = (tuple(runner), binary)
+    if key not in _help_cache:
+        try:
+            p = subprocess.run(runner + [binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, timeout=timeout)
+            _help_cache[key] = p.stdout.decode("utf-8", "replace")
+        except (OSError, subprocess.TimeoutExpired):
+            _help_cache[key] = ""
+    return _help_cache[key]
+
+
+def has_flag(help_out, flag):
+    """True when --help lists FLAG as an option (e.g. '--fit', '-fit')."""
+    return re.search(r"(^|[\s,])" + re.escape(flag) + r"([\s,=]|$)", help_out, re.M) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# The plugin's state, from a run's log
+
+_LINE_RE = re.compile(r"ggml-t2p: ([^\r\n]*)")
+_REPACK_RE = re.compile(r"^(\d+) tensors? repacked")
+
+
+def t2p_lines(text):
+    """Every 'ggml-t2p: ...' line of a log, from 'ggml-t2p:' on, in order."""
+    return ["ggml-t2p: " + m.group(1).rstrip() for m in _LINE_RE.finditer(text)]
+
+
+def plugin_state(text):
+    """Read a run's log. Returns (state, summary, lines) with state one of
+    'enabled', 'declined', 'disabled', 'none' and summary one line for people."""
+    lines = t2p_lines(text)
+    enabled = declined = disabled = repack = None
+    others = []
+    for line in lines:
+        body = line[len("ggml-t2p: "):]
+        if body.startswith("enabled"):
+            enabled = enabled or body
+        elif body.startswith("declining"):
+            declined = declined or body
+        elif body.startswith("disabled"):
+            disabled = disabled or body
+        elif _REPACK_RE.match(body):
+            repack = repack or body
+        else:
+            others.append(body)
+    warn = "".join(f"; warning: {o}" for o in others)
+    if disabled:
+        return "disabled", f"{disabled}: stock code ran{warn}", lines
+    if declined:
+        reason = declined[len("declining"):].lstrip(": ")
+        return "declined", f"DECLINED: {reason}{warn}", lines
+    if enabled and repack:
+        return "enabled", f"{enabled}; {repack}{warn}", lines
+    if enabled:
+        return "enabled", f"{enabled}; no repack line (no PQ2_0/PTQ1_0 MUL_MAT ran?){warn}", lines
+    if repack:
+        return "enabled", (f"active: {repack} (the 'enabled' line was not shown: this binary's logging hid it)"
+                           f"{warn}"), lines
+    if others:
+        return "none", "; ".join(others), lines
+    return "none", NO_LINE, lines
+
+
+def same_state(a, b):
+    """Two (state, summary) pairs alike but for load times ('in 0.42 s')."""
+    norm = lambda s: re.sub(r" in [0-9.]+ s", "", s[1])  # noqa: E731
+    return a[0] == b[0] and norm(a) == norm(b)
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def tail(path, n=20):
+    return "\n".join(read_text(path).splitlines()[-n:])
+
+
+def run_logged(cmd, env, stdout_path, stderr_path=None):
+    """Run CMD (a list) with ENV (a full environment), stdout to a file and stderr to another file
+    (or the same one when stderr_path is None). Returns (exit status, seconds)."""
+    t0 = time.monotonic()
+    with open(stdout_path, "wb") as out:
+        if stderr_path is None:
+            rc = subprocess.call(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        else:
+            with open(stderr_path, "wb") as err:
+                rc = subprocess.call(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+    return rc, time.monotonic() - t0
+
+
+def show_env(env_over):
+    return " ".join(f"{k}={v}" for k, v in env_over.items())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
+    sys.exit("t2p_common.py is a module of tools/ab.py, tools/ppl-check.py and tools/t2p.py, not a command")
