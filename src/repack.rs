@@ -138,8 +138,9 @@ pub const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 static REPACK_THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// Caps the threads a repack may use (0: the available parallelism, the default). The C ABI's
-/// `ggml_t2p_set_threads` sets this.
+/// Caps the threads a repack may use (0: the available parallelism, the default; a larger cap
+/// than the available parallelism is lowered to it). The C ABI's `ggml_t2p_set_threads` sets
+/// this.
 pub fn set_repack_threads(n: usize) {
     REPACK_THREADS.store(n, Ordering::Relaxed);
 }
@@ -149,15 +150,19 @@ pub fn repack_threads(bytes: usize, tiles: usize) -> usize {
     if bytes < PARALLEL_MIN_BYTES {
         return 1;
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cap = match REPACK_THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
+        0 => cores,
+        n => n.min(cores),
     };
     cap.clamp(1, tiles.max(1))
 }
 
 /// Runs `f(first_tile_index, tiles)` over `dst` cut into tiles of `tile` elements, on up to
 /// `threads` scoped threads (contiguous runs of tiles each; the calling thread takes the first).
+/// Every thread is joined (`pthread_join`, not just waited for) before this returns, so the
+/// process has no thread of ours left when a repack returns. A thread the host refuses to start
+/// (thread limits) is no failure: the calling thread does that run itself.
 fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usize, &mut [D]) + Sync) {
     let n_tiles = dst.len() / tile;
     let threads = threads.clamp(1, n_tiles.max(1));
@@ -169,6 +174,8 @@ fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usi
         let mut rest = dst;
         let mut first = 0;
         let mut mine = None;
+        let mut handles = Vec::with_capacity(threads - 1);
+        let f = &f;
         for t in 0..threads {
             let end = n_tiles * (t + 1) / threads;
             let (run, tail) = core::mem::take(&mut rest).split_at_mut((end - first) * tile);
@@ -179,8 +186,8 @@ fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usi
                 mine = Some((start, run));
                 continue;
             }
-            // A host that caps its threads may refuse one: then this thread does that run itself.
-            let f = &f;
+            // The run goes to the thread through a channel, so that it stays here if the
+            // thread cannot be started.
             let (tx, rx) = std::sync::mpsc::channel::<(usize, &mut [D])>();
             let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
                 if let Ok((start, run)) = rx.recv() {
@@ -188,12 +195,20 @@ fn for_tiles<D: Send>(dst: &mut [D], tile: usize, threads: usize, f: impl Fn(usi
                 }
             });
             match spawned {
-                Ok(_) => tx.send((start, run)).expect("the worker waits for its run"),
+                Ok(h) => {
+                    tx.send((start, run)).expect("the worker waits for its run");
+                    handles.push(h);
+                }
                 Err(_) => f(start, run),
             }
         }
         if let Some((start, run)) = mine {
             f(start, run);
+        }
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
         }
     });
 }
