@@ -41,9 +41,9 @@ extern "C" {
 #define GGML_T2P_ERR_SHAPE            -2 /* k % 128 != 0, rows % 4 != 0, zero/negative/overflowing sizes, bad column or block index */
 #define GGML_T2P_ERR_BUFFER_SIZE      -3 /* a buffer is smaller than the shape needs */
 #define GGML_T2P_ERR_MISALIGNED       -4 /* a buffer is not aligned for its type (2 B weights, 4 B Q8_K and dst, GGML_T2P_ACT_ALIGN packed activations) */
-#define GGML_T2P_ERR_RANGE            -5 /* row range reversed, out of bounds or not on the layout's row tile */
+#define GGML_T2P_ERR_RANGE            -5 /* row range reversed, out of bounds, or (non-empty) not on the layout's row tile */
 #define GGML_T2P_ERR_UNSUPPORTED      -6 /* kernel level not available on this CPU, or layout not for this type or kernel */
-#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout, kernel or flag; overlapping repack buffers */
+#define GGML_T2P_ERR_INVALID_ARGUMENT -7 /* unknown type id, layout, kernel or flag; an output buffer overlapping an input */
 #define GGML_T2P_ERR_INTERNAL         -8 /* a bug: an internal panic was caught */
 
 /* CPU feature bits (ggml_t2p_cpu_features). */
@@ -85,8 +85,25 @@ const char * ggml_t2p_version(void);
  * and the library come from different versions: do not call anything else). */
 uint32_t ggml_t2p_abi_version(void);
 
-/* GGML_T2P_CPU_* bits of the running CPU. */
+/* GGML_T2P_CPU_* bits of the running CPU: what the OS reports (Linux/Android HWCAPs, macOS sysctl
+ * hw.optional.arm.FEAT_*, Windows IsProcessorFeaturePresent, x86 cpuid), plus features promised
+ * with ggml_t2p_assume_kernel. */
 uint32_t ggml_t2p_cpu_features(void);
+
+/* GGML_T2P_CPU_* bits the OS cannot report either way on this machine. Windows on ARM reports
+ * i8mm only through IsProcessorFeaturePresent(PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE = 66), which
+ * Windows builds older than that flag answer FALSE on every CPU: there, i8mm is unknown unless
+ * reported. 0 everywhere else. */
+uint32_t ggml_t2p_cpu_features_unknown(void);
+
+/* The caller promises that the CPU runs kernel (GGML_T2P_KERNEL_*, not AUTO), for features the OS
+ * cannot tell (ggml_t2p_cpu_features_unknown): from then on the library treats them as present,
+ * for the whole process (ggml_t2p_best_kernel may then choose kernel too). A wrong promise is an
+ * illegal instruction (SIGILL; STATUS_ILLEGAL_INSTRUCTION on Windows) at the first kernel call.
+ * GGML_T2P_OK when kernel is available afterwards (also when it already was);
+ * GGML_T2P_ERR_UNSUPPORTED when it needs a feature the OS reported absent or another architecture
+ * (nothing is assumed); GGML_T2P_ERR_INVALID_ARGUMENT for an unknown kernel or AUTO. Thread-safe. */
+int32_t ggml_t2p_assume_kernel(int32_t kernel);
 
 /* The best kernel level this CPU runs, or 0 when it has none of the SIMD levels (ARM without
  * dotprod, x86 without AVX2+FMA+F16C): callers should then decline and leave the weights to stock
@@ -141,7 +158,9 @@ int32_t ggml_t2p_act_packed_size(int32_t layout, int32_t kernel, int64_t k, int6
  * blk_begin) * 292 bytes, 4-byte aligned). A call writes only its own column's part for those
  * blocks (and, for the last column, the padding the format needs), so calls on different
  * (column, block range) pieces may run on different threads at the same time; together they must
- * cover every block of every column before gemv/gemm run. */
+ * cover every block of every column before gemv/gemm run. Errors are checked in this order:
+ * the shape (SHAPE: block range past ceil(k/256), col >= n_cols), then the buffers (packed
+ * overlapping q8k: INVALID_ARGUMENT; NULL, BUFFER_SIZE, MISALIGNED). */
 int32_t ggml_t2p_act_pack(int32_t layout, int32_t kernel, int64_t k, int64_t n_cols, int64_t col,
                           int64_t blk_begin, int64_t blk_end, const void * q8k, size_t q8k_size,
                           void * packed, size_t packed_size);
@@ -156,7 +175,9 @@ int32_t ggml_t2p_gemv(int32_t layout, int32_t kernel, const void * w, size_t w_s
  * column j, for r in [row_begin, row_end) and j in [0, n_cols). act: packed activations of n_cols
  * columns. dst_col_stride >= n_rows when n_cols > 1. One column runs the gemv kernel; results are
  * identical either way. n_cols = 0 (an empty batch) is valid and touches no activation or dst
- * memory (those pointers may then be NULL). */
+ * memory (those pointers may then be NULL). An empty row range (row_begin == row_end <= n_rows)
+ * is valid anywhere; a non-empty one starts on a row tile (ggml_t2p_row_tile) and ends on one or
+ * at n_rows, else GGML_T2P_ERR_RANGE. dst sharing bytes with w or act: INVALID_ARGUMENT. */
 int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_size, int64_t n_rows, int64_t k,
                       const void * act, size_t act_size, int64_t n_cols, float * dst, size_t dst_len,
                       int64_t dst_col_stride, int64_t row_begin, int64_t row_end);

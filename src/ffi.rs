@@ -120,6 +120,12 @@ unsafe fn blocks_mut<'a, T: Pod>(p: *mut c_void, size: usize, need: usize) -> Re
     cast_blocks_mut(unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), need) })
 }
 
+/// Whether the byte ranges `[a, a + a_len)` and `[b, b + b_len)` share a byte (null or empty:
+/// never).
+fn overlaps(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
+    a != 0 && b != 0 && a_len != 0 && b_len != 0 && a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
+}
+
 /// Library version, NUL-terminated, static storage.
 #[no_mangle]
 pub extern "C" fn ggml_t2p_version() -> *const c_char {
@@ -132,10 +138,25 @@ pub extern "C" fn ggml_t2p_abi_version() -> u32 {
     ABI_VERSION
 }
 
-/// `GGML_T2P_CPU_*` bits of the running CPU.
+/// `GGML_T2P_CPU_*` bits of the running CPU (as reported by the OS, plus promised ones).
 #[no_mangle]
 pub extern "C" fn ggml_t2p_cpu_features() -> u32 {
     catch_unwind(|| CpuFeatures::detect().bits()).unwrap_or(0)
+}
+
+/// `GGML_T2P_CPU_*` bits the OS cannot report either way (Windows on ARM: i8mm without PF 66).
+#[no_mangle]
+pub extern "C" fn ggml_t2p_cpu_features_unknown() -> u32 {
+    catch_unwind(|| CpuFeatures::unknown().bits()).unwrap_or(0)
+}
+
+/// The caller promises the CPU runs `kernel` where the OS cannot tell; see the header.
+#[no_mangle]
+pub extern "C" fn ggml_t2p_assume_kernel(kernel_id: i32) -> i32 {
+    guard(|| {
+        let level = KernelLevel::from_i32(kernel_id).ok_or(Error::InvalidArgument)?;
+        crate::kernels::assume_kernel(level)
+    })
 }
 
 /// Best kernel level, or 0 when the CPU has none of the SIMD levels (decline).
@@ -292,8 +313,7 @@ pub unsafe extern "C" fn ggml_t2p_repack(
         let need_src = repack::source_size(st, n_rows, k)?;
         let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
         // repacking in place would read bytes it has already overwritten
-        let (s0, d0) = (src as usize, dst as usize);
-        if !src.is_null() && !dst.is_null() && s0 < d0.saturating_add(need_dst) && d0 < s0.saturating_add(need_src) {
+        if overlaps(src as usize, need_src, dst as usize, need_dst) {
             return Err(Error::InvalidArgument);
         }
         // SAFETY: the caller's contract on src/dst, forwarded.
@@ -385,13 +405,16 @@ pub unsafe extern "C" fn ggml_t2p_act_pack(
         let (k, n_cols) = (dim(k)?, dim(n_cols)?);
         let (_, fmt) = act_format(layout_id, kernel_id, n_cols)?;
         let (col, b0, b1) = (dim(col)?, dim(blk_begin)?, dim(blk_end)?);
-        if b0 > b1 {
+        // The shape first (a block range past k is a SHAPE error whatever q8k_size says).
+        if b0 > b1 || b1 > check_k(k)?.div_ceil(2) || col >= n_cols {
             return Err(Error::Shape);
         }
+        let need = (b1 - b0) * size_of::<BlockQ8K>();
+        if need != 0 && overlaps(q8k as usize, need, packed as usize, packed_size) {
+            return Err(Error::InvalidArgument); // the pack would overwrite the blocks it reads
+        }
         // SAFETY: the caller's contract on q8k.
-        let src = unsafe {
-            blocks::<BlockQ8K>(q8k, q8k_size, (b1 - b0).checked_mul(size_of::<BlockQ8K>()).ok_or(Error::Shape)?)?
-        };
+        let src = unsafe { blocks::<BlockQ8K>(q8k, q8k_size, need)? };
         // SAFETY: the caller's contract on packed (pack_raw checks size, null and alignment).
         unsafe { act_pack::pack_raw(fmt, k, n_cols, col, b0..b1, src, packed.cast(), packed_size) }
     })
@@ -458,6 +481,15 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
         let w_need = repack::repacked_size(src, lay, n_rows, k)?;
         check_k(k)?;
         let a_need = act_pack::packed_size(fmt, k, n_cols)?;
+        // dst is written while w and act are read: they must not share bytes.
+        let d_bytes = dst_len.saturating_mul(size_of::<f32>());
+        if !dst.is_null()
+            && d_bytes != 0
+            && (overlaps(dst as usize, d_bytes, w as usize, w_need.min(w_size))
+                || overlaps(dst as usize, d_bytes, act as usize, a_need.min(act_size)))
+        {
+            return Err(Error::InvalidArgument);
+        }
         // SAFETY: the caller's contract on act (read-only for the call).
         let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
         let a = PackedActs::new(fmt, k, n_cols, bytes)?;
@@ -501,6 +533,8 @@ pub mod abi_check {
         ggml_t2p_version();
         ggml_t2p_abi_version();
         ggml_t2p_cpu_features();
+        ggml_t2p_cpu_features_unknown();
+        ggml_t2p_assume_kernel(_);
         ggml_t2p_best_kernel();
         ggml_t2p_kernel_name(_);
         ggml_t2p_kernel_from_name(_, _);

@@ -67,9 +67,42 @@ pub struct CpuFeatures {
     pub amd: bool,
 }
 
+/// Features a caller promised through [`assume_kernel`] (bits as in [`CpuFeatures::bits`]).
+static ASSUMED: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// Windows on ARM reports CPU features through `IsProcessorFeaturePresent` only. Rust's
+/// `is_aarch64_feature_detected!("i8mm")` asks nothing there (std_detect up to at least Rust 1.96
+/// queries PF 18, 19, 30, 31, 34, 43-56, not PF 66), so i8mm is asked here; Windows 11 builds that
+/// predate the flag answer FALSE for it whatever the CPU has (see [`CpuFeatures::unknown`]).
+#[cfg(all(target_arch = "aarch64", target_os = "windows"))]
+mod windows_arm {
+    /// `PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE` (winnt.h, Windows SDK 10.0.26100 and later).
+    const PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE: u32 = 66;
+
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn IsProcessorFeaturePresent(processor_feature: u32) -> i32;
+    }
+
+    /// Whether Windows says the CPU has FEAT_I8MM.
+    pub fn i8mm() -> bool {
+        // SAFETY: takes a DWORD by value, returns a BOOL; no pointers, any thread. Unknown feature
+        // numbers return FALSE.
+        unsafe { IsProcessorFeaturePresent(PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE) != 0 }
+    }
+}
+
 impl CpuFeatures {
-    /// Features of the running CPU (run-time detection).
+    /// Features the kernels may use on the running CPU: what the OS reports ([`CpuFeatures::os`])
+    /// plus what a caller promised with [`assume_kernel`].
     pub fn detect() -> Self {
+        Self::os().union(Self::from_bits(ASSUMED.load(core::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// Features of the running CPU as the OS reports them (run-time detection): Linux and
+    /// Android HWCAPs, macOS `hw.optional.arm.FEAT_*`, Windows `IsProcessorFeaturePresent`
+    /// (through std, plus PF 66 for i8mm here), x86 `cpuid`.
+    pub fn os() -> Self {
         #[allow(unused_mut)]
         let mut f = CpuFeatures::default();
         #[cfg(target_arch = "aarch64")]
@@ -77,6 +110,10 @@ impl CpuFeatures {
             f.neon = std::arch::is_aarch64_feature_detected!("neon");
             f.dotprod = std::arch::is_aarch64_feature_detected!("dotprod");
             f.i8mm = std::arch::is_aarch64_feature_detected!("i8mm");
+            #[cfg(target_os = "windows")]
+            {
+                f.i8mm = f.i8mm || windows_arm::i8mm();
+            }
         }
         #[cfg(target_arch = "x86_64")]
         {
@@ -91,6 +128,42 @@ impl CpuFeatures {
             // "AuthenticAMD"
         }
         f
+    }
+
+    /// Features the OS of the running machine cannot report either way: on Windows on ARM, i8mm
+    /// when `IsProcessorFeaturePresent(PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE)` says no (Windows
+    /// builds older than the flag say no on every CPU); nothing elsewhere.
+    pub fn unknown() -> Self {
+        #[allow(unused_mut)]
+        let mut f = CpuFeatures::default();
+        #[cfg(all(target_arch = "aarch64", target_os = "windows"))]
+        {
+            f.i8mm = !Self::os().i8mm;
+        }
+        f
+    }
+
+    /// The features with bits `b` set (see [`CpuFeatures::bits`]; `amd` is not a bit).
+    pub fn from_bits(b: u32) -> Self {
+        CpuFeatures {
+            neon: b & 1 != 0,
+            dotprod: b & 2 != 0,
+            i8mm: b & 4 != 0,
+            avx2: b & 8 != 0,
+            avxvnni: b & 16 != 0,
+            avx512vnni: b & 32 != 0,
+            amd: false,
+        }
+    }
+
+    /// Features in `self` or in `o` (`amd` from `self`).
+    pub fn union(self, o: Self) -> Self {
+        Self::from_bits(self.bits() | o.bits()).with_vendor(self.amd)
+    }
+
+    fn with_vendor(mut self, amd: bool) -> Self {
+        self.amd = amd;
+        self
     }
 
     /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
@@ -190,6 +263,19 @@ impl KernelLevel {
         }
     }
 
+    /// The features this level needs (the implied ones included: i8mm needs dotprod and NEON).
+    pub fn required(self) -> CpuFeatures {
+        let f = CpuFeatures::default();
+        match self {
+            KernelLevel::Reference => f,
+            KernelLevel::Dotprod => CpuFeatures { neon: true, dotprod: true, ..f },
+            KernelLevel::I8mm => CpuFeatures { neon: true, dotprod: true, i8mm: true, ..f },
+            KernelLevel::Avx2 => CpuFeatures { avx2: true, ..f },
+            KernelLevel::AvxVnni => CpuFeatures { avx2: true, avxvnni: true, ..f },
+            KernelLevel::Avx512Vnni => CpuFeatures { avx2: true, avx512vnni: true, ..f },
+        }
+    }
+
     /// The fastest level the CPU runs, or `None` when it has no dotprod (ARM) or no AVX2 + FMA +
     /// F16C (x86). `None` means "decline": the scalar kernels are exact but slower than stock
     /// ggml, so a caller should leave such weights to stock code.
@@ -224,6 +310,35 @@ impl KernelLevel {
             KernelLevel::Reference => arm_layout,
         }
     }
+}
+
+/// The features a caller's promise that the CPU runs `level` adds, given what the OS reports
+/// (`os`) and what it cannot tell (`unknown`): none when `level` is available already; the missing
+/// features when all of them are unknown to the OS; `Unsupported` when the OS reported one of them
+/// absent or the level is for another architecture.
+pub fn assume_on(level: KernelLevel, os: CpuFeatures, unknown: CpuFeatures) -> Result<CpuFeatures, Error> {
+    if level.is_available_on(os) {
+        return Ok(CpuFeatures::default());
+    }
+    let need = level.required().bits();
+    let missing = need & !os.bits();
+    let promised = CpuFeatures::from_bits(missing);
+    if missing & !unknown.bits() != 0 || !level.is_available_on(os.union(promised)) {
+        return Err(Error::Unsupported);
+    }
+    Ok(promised)
+}
+
+/// The caller promises that the CPU runs `level` where the OS cannot tell (Windows on ARM without
+/// the i8mm flag: an explicit `GGML_T2P_KERNEL=i8mm`). From then on, for the whole process,
+/// [`CpuFeatures::detect`] includes the promised features, so `level` is available (and
+/// [`KernelLevel::best`] may choose it). A wrong promise is an illegal instruction (`SIGILL`,
+/// `STATUS_ILLEGAL_INSTRUCTION`) at the first kernel call. Features the OS reported absent are
+/// never assumed (`Unsupported`); a level that is available already changes nothing.
+pub fn assume_kernel(level: KernelLevel) -> Result<(), Error> {
+    let add = assume_on(level, CpuFeatures::os(), CpuFeatures::unknown())?;
+    ASSUMED.fetch_or(add.bits(), core::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 /// A repacked weight matrix of `n_rows x k` weights (`n_rows % 4 == 0`, `k % 128 == 0`), stored
@@ -429,7 +544,11 @@ fn validate(
     }
     let tile = w.layout().tile_rows();
     let end_ok = rows.end.is_multiple_of(tile) || rows.end == n_rows;
-    if rows.start > rows.end || rows.end > n_rows || !rows.start.is_multiple_of(tile) || !end_ok {
+    if rows.start > rows.end || rows.end > n_rows {
+        return Err(Error::Range);
+    }
+    // An empty range computes nothing, wherever it sits; a non-empty one covers whole row tiles.
+    if !rows.is_empty() && (!rows.start.is_multiple_of(tile) || !end_ok) {
         return Err(Error::Range);
     }
     if a.n_cols > 1 && col_stride < n_rows {
@@ -691,4 +810,75 @@ pub fn gemm_par_packed(
         // SAFETY: the splits own disjoint row ranges of one live buffer of `len` floats.
         unsafe { gemm_raw(level, w, a, o.ptr, len, col_stride, tile * t0..(tile * t1).min(n_rows)) }
     })
+}
+
+#[cfg(test)]
+mod assume_tests {
+    use super::*;
+
+    fn arm(neon: bool, dotprod: bool, i8mm: bool) -> CpuFeatures {
+        CpuFeatures { neon, dotprod, i8mm, ..CpuFeatures::default() }
+    }
+
+    #[test]
+    fn bits_round_trip() {
+        for b in 0..64 {
+            assert_eq!(CpuFeatures::from_bits(b).bits(), b);
+        }
+        let amd = CpuFeatures { avx2: true, amd: true, ..CpuFeatures::default() };
+        assert!(amd.union(CpuFeatures::from_bits(16)).amd);
+        assert_eq!(amd.union(CpuFeatures::from_bits(16)).bits(), 8 | 16);
+    }
+
+    /// Windows on ARM before the i8mm flag: dotprod reported, i8mm unknown. An explicit i8mm is
+    /// taken as the caller's promise; on an OS that reports i8mm absent it is refused.
+    #[test]
+    fn promise_only_what_the_os_cannot_tell() {
+        let win_old = arm(true, true, false);
+        let unknown_i8mm = arm(false, false, true);
+        let arm_build = cfg!(target_arch = "aarch64");
+        let r = assume_on(KernelLevel::I8mm, win_old, unknown_i8mm);
+        if arm_build {
+            assert_eq!(r, Ok(arm(false, false, true)));
+            assert!(KernelLevel::I8mm.is_available_on(win_old.union(r.unwrap())));
+        } else {
+            assert_eq!(r, Err(Error::Unsupported), "an ARM level is never available on x86");
+        }
+        // Linux, macOS, Windows with the flag: the OS knows, nothing is assumed.
+        assert_eq!(assume_on(KernelLevel::I8mm, win_old, CpuFeatures::default()), Err(Error::Unsupported));
+        // dotprod absent as reported: i8mm needs it, so no promise helps.
+        assert_eq!(assume_on(KernelLevel::I8mm, arm(true, false, false), unknown_i8mm), Err(Error::Unsupported));
+        // Available already: nothing to add.
+        if arm_build {
+            assert_eq!(assume_on(KernelLevel::Dotprod, win_old, unknown_i8mm), Ok(CpuFeatures::default()));
+        }
+        assert_eq!(assume_on(KernelLevel::Reference, CpuFeatures::default(), unknown_i8mm), Ok(CpuFeatures::default()));
+        // x86 features are never unknown, so x86 levels are never assumed.
+        let x86_unknown = CpuFeatures::from_bits(8 | 16 | 32);
+        let x86_ok = cfg!(target_arch = "x86_64");
+        assert_eq!(
+            assume_on(KernelLevel::AvxVnni, CpuFeatures::from_bits(8), x86_unknown).is_ok(),
+            x86_ok,
+            "only the build's architecture"
+        );
+    }
+
+    /// On this machine the OS can tell everything except Windows on ARM's i8mm, so assuming a
+    /// level that is not available fails and changes nothing.
+    #[test]
+    fn assume_kernel_here() {
+        let before = CpuFeatures::detect();
+        for level in KernelLevel::ALL {
+            let r = assume_kernel(level);
+            if level.is_available_on(before) {
+                assert_eq!(r, Ok(()), "{level:?}");
+            } else if !cfg!(all(target_arch = "aarch64", target_os = "windows")) {
+                assert_eq!(r, Err(Error::Unsupported), "{level:?}");
+            }
+        }
+        if !cfg!(all(target_arch = "aarch64", target_os = "windows")) {
+            assert_eq!(CpuFeatures::detect(), before);
+            assert_eq!(CpuFeatures::unknown(), CpuFeatures::default());
+        }
+    }
 }

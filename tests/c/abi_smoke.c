@@ -165,12 +165,19 @@ int main(void) {
             if (lay == GGML_T2P_LAYOUT_X16) {
                 CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 4, NROWS) == GGML_T2P_ERR_RANGE, "X16 rows must start on 16");
                 CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, 8) == GGML_T2P_ERR_RANGE, "X16 rows must end on 16 or n_rows");
+                ys[4] = -2.0f;
+                CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 4, 4) == GGML_T2P_OK && ys[4] == -2.0f,
+                      "an empty row range off the tile is valid and writes nothing");
             }
             CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, (char *) an + 4, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, NROWS) == GGML_T2P_ERR_MISALIGNED, "misaligned packed act");
             CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize - 1, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, NROWS) == GGML_T2P_ERR_BUFFER_SIZE, "short packed act");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, NCOLS, 0, NQ, &act[0], NQ * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_SHAPE, "pack col n_cols");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ + 1, &act[0], (NQ + 1) * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_SHAPE, "pack past the last block");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 1, 0, &act[0], 0, an, asize) == GGML_T2P_ERR_SHAPE, "pack reversed blocks");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ + 1, &act[0], sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_SHAPE, "the shape is checked before the q8k size");
+            CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, 1, an, sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_INVALID_ARGUMENT, "pack over its own q8k");
+            CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, (float *) an, asize / 4, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "dst over act");
+            CHECK(ggml_t2p_gemm(lay, lv, packed, wsize, NROWS, K, an, asize, NCOLS, (float *) packed, wsize / 4, NROWS, 0, NROWS) == GGML_T2P_ERR_INVALID_ARGUMENT, "dst over w");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block) - 1, an, asize) == GGML_T2P_ERR_BUFFER_SIZE, "pack short q8k");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block), an, asize - 1) == GGML_T2P_ERR_BUFFER_SIZE, "pack short dst");
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, &act[0], NQ * sizeof(q8_k_block), (char *) an + 4, asize) == GGML_T2P_ERR_MISALIGNED, "pack misaligned dst");
