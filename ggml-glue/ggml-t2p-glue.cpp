@@ -27,6 +27,18 @@
 #include <cstring>
 #include <string>
 
+// What the host ggml offers, from ggml-t2p-probe.cmake (the CMake fragment defines these as 0 or 1;
+// compiled without it, the newest ggml is assumed).
+#ifndef GGML_T2P_HAVE_HADAMARD_HINT
+#    define GGML_T2P_HAVE_HADAMARD_HINT 1   // GGML_HINT_SRC0_IS_HADAMARD in ggml.h
+#endif
+#ifndef GGML_T2P_HAVE_TENSOR_2D
+#    define GGML_T2P_HAVE_TENSOR_2D 1       // set_tensor_2d/get_tensor_2d in the buffer interface
+#endif
+#ifndef GGML_T2P_HAVE_CHUNK_API
+#    define GGML_T2P_HAVE_CHUNK_API 1       // ggml_threadpool_chunk_set/add
+#endif
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -105,8 +117,15 @@ t2p_config make_config() {
         cfg.kernel = requested;
         int32_t lay = -1;
         if (ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
-            GGML_LOG_WARN("ggml-t2p: declining: this CPU cannot run GGML_T2P_KERNEL=%s\n", ggml_t2p_kernel_name(requested));
-            return cfg;
+            // An explicit level the OS cannot confirm (Windows on ARM before its i8mm flag) is the
+            // user's promise; one the OS reports absent is declined.
+            if (ggml_t2p_assume_kernel(requested) != GGML_T2P_OK ||
+                ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
+                GGML_LOG_WARN("ggml-t2p: declining: this CPU cannot run GGML_T2P_KERNEL=%s\n", ggml_t2p_kernel_name(requested));
+                return cfg;
+            }
+            GGML_LOG_WARN("ggml-t2p: GGML_T2P_KERNEL=%s: the OS cannot tell whether this CPU has it; assuming it does, as "
+                          "requested (a CPU without it stops with an illegal instruction)\n", ggml_t2p_kernel_name(requested));
         }
     }
 
@@ -223,10 +242,12 @@ bool mul_mat_ok(const ggml_tensor * op) {
     if (layout < 0) {
         return false;
     }
+#if GGML_T2P_HAVE_HADAMARD_HINT
     // The Hadamard hint routes the op to stock's FWHT (ggml-cpu.c); never ours.
     if (ggml_get_op_params_i32(op, 1) == GGML_HINT_SRC0_IS_HADAMARD) {
         return false;
     }
+#endif
     // Weight: a 2-D contiguous matrix (the library checks the shape in ggml_t2p_supports below).
     if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0)) {
         return false;
@@ -380,10 +401,12 @@ class tensor_traits : public ggml::cpu::tensor_traits {
             }
         }
 
+#if GGML_T2P_HAVE_CHUNK_API
         if (ith == 0) {
             // Every thread starts on chunk ith, so the first free chunk is nth.
             ggml_threadpool_chunk_set(params->threadpool, nth);
         }
+#endif
         ggml_barrier(params->threadpool);
 
         // 2. Hand out chunks of whole row tiles (the library's tile: 4 rows, or 16 for X16).
@@ -404,7 +427,11 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         const size_t  dst_len    = (size_t) ggml_nelements(op);
         const int64_t col_stride = (int64_t) (op->nb[1] / sizeof(float));
 
+#if GGML_T2P_HAVE_CHUNK_API
         for (int64_t chunk = ith; chunk < n_chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+#else
+        for (int64_t chunk = ith; chunk < n_chunks; chunk += nth) {   // older ggml: a static split
+#endif
             const int64_t r0 = chunk * per * tile;
             const int64_t r1 = std::min(n_rows, r0 + per * tile);
             if (p.n_cols == 1) {
@@ -502,8 +529,10 @@ ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t 
     buffer->iface.init_tensor   = buffer_init_tensor;
     buffer->iface.set_tensor    = buffer_set_tensor;
     buffer->iface.get_tensor    = nullptr;   // repacked bytes are not the tensor's bytes
+#if GGML_T2P_HAVE_TENSOR_2D
     buffer->iface.set_tensor_2d = nullptr;   // fall back to whole-tensor set_tensor
     buffer->iface.get_tensor_2d = nullptr;
+#endif
     buffer->iface.cpy_tensor    = nullptr;
     return buffer;
 }

@@ -67,6 +67,9 @@ for t in tools/*.py; do
 done
 for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; exit 1; }; done
 
+echo "== CMake fragment under mock Windows (MSVC, clang-cl) and macOS toolchains"
+cmake -DWORK="$ROOT/target/cmake-tests" -P ggml-glue/cmake-tests/run.cmake
+
 if [ "$X86EMU" = 1 ] && [ "$(uname -m)" = x86_64 ]; then
   echo "== x86-64 levels under Bochs (AVX-VNNI, AVX-512 VNNI: real instructions, emulated CPU)"
   python3 tools/x86-emu.py --self-test

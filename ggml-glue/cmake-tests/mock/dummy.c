@@ -1,0 +1,1 @@
+int ggml_t2p_mock;
