@@ -67,6 +67,18 @@ for t in tools/*.py; do
 done
 for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; exit 1; }; done
 
+echo "== Q2_KT converter (tests/test_q2kt.py: numpy + gguf==0.19.0, installed like make-test-model does)"
+q2kt_site=$(PYTHONDONTWRITEBYTECODE=1 python3 - "$INSTALL" <<'PY'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("make_test_model", "tools/make-test-model.py")
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+m.need_packages(False, sys.argv[1] == "1")   # exits non-zero when they are missing and not installable
+print(m.private_site())
+PY
+) || { echo "test-all: numpy/gguf for the Q2_KT tests are missing" >&2; exit 1; }
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_q2kt.py
+
 echo "== CMake fragment under mock Windows (MSVC, clang-cl) and macOS toolchains"
 cmake -DWORK="$ROOT/target/cmake-tests" -P ggml-glue/cmake-tests/run.cmake
 
