@@ -152,6 +152,7 @@ struct Sdot4x4Sink {
 
 impl ChunkSink for Sdot4x4Sink {
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // j indexes two register arrays at once; kept as modeled
     unsafe fn chunk<const C: usize>(&mut self, w0: int8x16_t, w1: int8x16_t) {
         // SAFETY: qs points at a Q8_Kx4 block's 512 values; the caller has dotprod.
         unsafe {

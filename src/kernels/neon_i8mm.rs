@@ -79,6 +79,7 @@ impl<const NG: usize, const NQ: usize> ChunkSink for SmmlaSink<NG, NQ> {
 /// # Safety
 /// i8mm available; `job` validated; `pack` is the job's Q8_Kx4 activations; `cg + NG <= ceil(n_cols / 4)`.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // q indexes sumf, acc and the pack at once; kept as modeled
 unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
     job: &Job<'_, D::Block, ActBlockX4>,
     pack: &[ActBlockX4],
