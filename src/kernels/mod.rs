@@ -10,7 +10,7 @@
 //! | [`KernelLevel::Reference`] | all | `_generic` scalar twins ([`scalar`]) | the same |
 //! | [`KernelLevel::Dotprod`] | T2P, PTQ1_0x4 | `sdot`, 4 rows | `sdot`, 4 rows x 4 columns |
 //! | [`KernelLevel::I8mm`] | T2P, PTQ1_0x4 | `sdot` (as dotprod) | `smmla`, 4 rows x 16 (then 8, 4) columns |
-//! | [`KernelLevel::Avx2`] | X16 | `vpmaddubsw`, 16 rows | `vpmaddubsw`, 16 rows x 2 columns |
+//! | [`KernelLevel::Avx2`] | X16 | `vpmaddubsw`, 16 rows | `vpmaddubsw`, 16 rows x 4 columns |
 //! | [`KernelLevel::AvxVnni`] | X16 | `vpdpbusd` ymm, 16 rows | `vpdpbusd` ymm, 16 rows x 2 columns |
 //! | [`KernelLevel::Avx512Vnni`] | X16 | `vpdpbusd` zmm, 16 rows | `vpdpbusd` zmm, 16 rows x 8 columns |
 //!
