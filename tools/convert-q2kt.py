@@ -81,6 +81,10 @@ import struct
 import sys
 import time
 
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
 GGUF_VERSION_WANTED = "0.19.0"
 
 # ggml type ids
@@ -110,35 +114,11 @@ gguf = None
 def need_packages(install):
     """Import numpy and gguf; install them (--install) or explain how."""
     import importlib
-    import importlib.metadata as md
 
-    wanted = ["numpy", f"gguf=={GGUF_VERSION_WANTED}"]
-
-    def missing():
-        miss = []
-        for spec in wanted:
-            name, _, ver = spec.partition("==")
-            try:
-                have = md.version(name)
-            except md.PackageNotFoundError:
-                miss.append(spec)
-                continue
-            if ver and have != ver:
-                print(f"note: gguf {have} is installed; this tool was written against gguf {ver}",
-                      file=sys.stderr)
-        return miss
-
-    miss = missing()
-    if miss and install:
-        import subprocess
-        cmd = [sys.executable, "-m", "pip", "install"] + miss
-        print("installing: " + " ".join(cmd), flush=True)
-        subprocess.check_call(cmd)
-        importlib.invalidate_caches()
-        miss = missing()
+    miss = tc.ensure_packages("convert-q2kt", ["numpy", f"gguf=={GGUF_VERSION_WANTED}"], install)
     if miss:
         sys.exit("error: missing Python packages: " + ", ".join(miss) + "\ninstall them with:\n  "
-                 + f"{sys.executable} -m pip install " + " ".join(miss) + "\n(or re-run with --install)")
+                 + tc.pip_command(miss) + "\n(or re-run with --install)")
     global np, gguf
     np = importlib.import_module("numpy")
     gguf = importlib.import_module("gguf")

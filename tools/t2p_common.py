@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Shared pieces of tools/ab.py, tools/ppl-check.py and tools/t2p.py (Python 3 standard library only).
+"""Shared pieces of the Python tools (ab.py, ppl-check.py, t2p.py, make-test-model.py, convert-q2kt.py;
+Python 3 standard library only).
 
-Not a command: it finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
+Not a command: it names the cache folder and installs missing PyPI packages there or in the running
+environment, finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
 generators), splits --runner and "K=V" arguments without a shell, asks a binary's --help which flags
 it has, and reads the ggml-t2p shim's log lines to say which state the plugin was in:
 
@@ -22,6 +24,94 @@ import time
 
 IS_WINDOWS = os.name == "nt"
 NO_LINE = "no ggml-t2p line: this binary is not patched, or its log level hides INFO lines"
+
+
+def cache_dir():
+    """This project's cache folder: GGML_T2P_CACHE, else the platform's user cache folder."""
+    if os.environ.get("GGML_T2P_CACHE"):
+        return os.path.abspath(os.environ["GGML_T2P_CACHE"])
+    if IS_WINDOWS:
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    elif sys.platform == "darwin":
+        base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ggml-t2p")
+
+
+def private_site():
+    """Where packages go when the interpreter's environment is externally managed (PEP 668)."""
+    return os.path.join(cache_dir(), "python", f"py{sys.version_info[0]}{sys.version_info[1]}")
+
+
+def externally_managed():
+    """PEP 668: an EXTERNALLY-MANAGED file in the stdlib folder, outside a virtual environment."""
+    import sysconfig
+    if sys.prefix != getattr(sys, "base_prefix", sys.prefix):
+        return False
+    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+
+
+def pip_command(pkgs):
+    """The pip command line that installs pkgs where ensure_packages would (for messages)."""
+    target = f" --target {private_site()}" if externally_managed() else ""
+    return f"{sys.executable} -m pip install{target} " + " ".join(pkgs)
+
+
+def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
+    """Makes the PyPI packages `wanted` ("name" or "name==version") importable, or exits with how.
+
+    The private site (<cache>/python/pyXY, where an externally managed Python gets its packages) is
+    added to sys.path after the system's own. Missing packages are installed with pip when `install`
+    is true: into the running environment, or with --target into the private site under PEP 668. A
+    package in `soft` at another version is only noted on stderr; other version mismatches count as
+    missing. `size_note` is appended to the install message.
+    """
+    import importlib
+    import importlib.metadata as md
+
+    def missing_now():
+        miss = []
+        for spec in wanted:
+            name, _, ver = spec.partition("==")
+            try:
+                have = md.version(name)
+            except md.PackageNotFoundError:
+                miss.append(spec)
+                continue
+            if ver and have != ver:
+                if name in soft:
+                    print(f"note: {name} {have} is installed; {tool} was written against {name} {ver}",
+                          file=sys.stderr)
+                else:
+                    miss.append(spec)
+        return miss
+
+    site = private_site()
+    if os.path.isdir(site) and site not in sys.path:
+        sys.path.append(site)            # packages an earlier run installed there (after the system's own)
+        importlib.invalidate_caches()
+    miss = missing_now()
+    if miss and install:
+        cmd = [sys.executable, "-m", "pip", "install"]
+        if externally_managed():
+            cmd += ["--target", site]
+            where = f"{site} (this Python's environment is externally managed, PEP 668)"
+        else:
+            where = f"the environment of {sys.executable}"
+        if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) != 0:
+            sys.exit(f"error: missing Python packages: {', '.join(miss)}, and {sys.executable} has no pip.\n"
+                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `bash tools/toolchain.sh` "
+                     "does it), or use a virtual environment: python3 -m venv .venv")
+        print(f"{tool}: installing missing Python packages into {where}{size_note}:\n  "
+              + " ".join(cmd + miss), flush=True)
+        subprocess.check_call(cmd + miss)
+        if site not in sys.path and os.path.isdir(site):
+            sys.path.append(site)
+        importlib.invalidate_caches()
+        miss = missing_now()
+    return miss
 
 
 def say(tool, msg):
