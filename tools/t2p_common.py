@@ -114,6 +114,41 @@ def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
     return miss
 
 
+class AtomicOut:
+    """Write to PATH.tmp-PID beside the target, fsync, then rename over the target (`commit`, which
+    returns the SHA-256 of the bytes written when made with `digest=True`); `abort` removes the
+    temporary file. `n` counts the bytes written."""
+
+    def __init__(self, path, digest=False):
+        import hashlib
+        self.path = os.path.abspath(path)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self.tmp = f"{self.path}.tmp-{os.getpid()}"
+        self.f = open(self.tmp, "wb")
+        self.h = hashlib.sha256() if digest else None
+        self.n = 0
+
+    def write(self, b):
+        self.f.write(b)
+        if self.h:
+            self.h.update(b)
+        self.n += len(b)
+
+    def commit(self):
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+        return self.h.hexdigest() if self.h else None
+
+    def abort(self):
+        try:
+            self.f.close()
+        finally:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+
+
 def say(tool, msg):
     """A progress line on stderr (results go to stdout)."""
     print(f"{tool}: {msg}", file=sys.stderr, flush=True)
