@@ -406,9 +406,7 @@ pub unsafe extern "C" fn ggml_t2p_act_pack(
         let (_, fmt) = act_format(layout_id, kernel_id, n_cols)?;
         let (col, b0, b1) = (dim(col)?, dim(blk_begin)?, dim(blk_end)?);
         // The shape first (a block range past k is a SHAPE error whatever q8k_size says).
-        if b0 > b1 || b1 > check_k(k)?.div_ceil(2) || col >= n_cols {
-            return Err(Error::Shape);
-        }
+        act_pack::check_piece(k, n_cols, col, &(b0..b1))?;
         let need = (b1 - b0) * size_of::<BlockQ8K>();
         if need != 0 && overlaps(q8k as usize, need, packed as usize, packed_size) {
             return Err(Error::InvalidArgument); // the pack would overwrite the blocks it reads

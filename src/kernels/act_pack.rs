@@ -262,6 +262,22 @@ unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i:
     }
 }
 
+/// Checks that Q8_K blocks `blocks` of column `col` are a piece of `n_cols` activation columns of
+/// length `k` (`SHAPE` otherwise: `k` not a positive multiple of 128, `col >= n_cols`, a reversed
+/// range or one past the `ceil(k / 256)` blocks). Returns the 128-weight blocks per column.
+pub(crate) fn check_piece(
+    k: usize,
+    n_cols: usize,
+    col: usize,
+    blocks: &core::ops::Range<usize>,
+) -> Result<usize, Error> {
+    let nb = check_k(k)?;
+    if col >= n_cols || blocks.start > blocks.end || blocks.end > nb.div_ceil(2) {
+        return Err(Error::Shape);
+    }
+    Ok(nb)
+}
+
 /// Packs Q8_K blocks `blocks` of column `col` (of `n_cols` columns of length `k`) into the packed
 /// buffer at `dst`. `q8k` holds exactly those blocks (`blocks.len()` Q8_K blocks, in order).
 ///
@@ -289,9 +305,8 @@ pub unsafe fn pack_raw(
     dst: *mut u8,
     dst_len: usize,
 ) -> Result<(), Error> {
-    let nb = check_k(k)?;
-    let nq = nb.div_ceil(2);
-    if col >= n_cols || blocks.start > blocks.end || blocks.end > nq || q8k.len() != blocks.len() {
+    let nb = check_piece(k, n_cols, col, &blocks)?;
+    if q8k.len() != blocks.len() {
         return Err(Error::Shape);
     }
     if dst_len < packed_size(format, k, n_cols)? {

@@ -158,12 +158,7 @@ impl CpuFeatures {
 
     /// Features in `self` or in `o` (`amd` from `self`).
     pub fn union(self, o: Self) -> Self {
-        Self::from_bits(self.bits() | o.bits()).with_vendor(self.amd)
-    }
-
-    fn with_vendor(mut self, amd: bool) -> Self {
-        self.amd = amd;
-        self
+        CpuFeatures { amd: self.amd, ..Self::from_bits(self.bits() | o.bits()) }
     }
 
     /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
