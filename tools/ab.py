@@ -23,10 +23,8 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,11 +59,7 @@ def parser():
 
 
 def parse(argv):
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
-    else:
-        extra = []
+    argv, extra = tc.split_extra(argv)
     ap = parser()
     args = ap.parse_args(argv)
     args.extra = extra
@@ -101,23 +95,10 @@ def run(argv):
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     threads = args.threads or tc.cpu_count()
-    runner = tc.split_command(args.runner)
-    if runner and not shutil.which(runner[0]) and not os.path.isfile(runner[0]):
-        ap.error(f"--runner: {runner[0]} not found")
+    runner = tc.runner_arg(ap, args.runner)
     model = os.path.abspath(args.model)
-
-    tmp = None
-    if args.out:
-        out = os.path.abspath(args.out)
-        os.makedirs(out, exist_ok=True)
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="t2p-ab-")
-        out = tmp.name
-    try:
+    with tc.out_dir(args.out, "t2p-ab-") as out:
         return _run(args, result, bench, stock, model, threads, runner, out)
-    finally:
-        if tmp:
-            tmp.cleanup()
 
 
 def _run(args, result, bench, stock, model, threads, runner, out):
@@ -133,16 +114,8 @@ def _run(args, result, bench, stock, model, threads, runner, out):
             # -v: llama-bench shows ggml's INFO lines (ours among them) only when verbose; they go to stderr
             cmd = runner + [binary, "-m", model, "-p", str(args.pp), "-n", str(args.tg), "-t", str(threads),
                             "-r", "1", "-mmp", "1" if args.mmap else "0", "-v", "-o", "json"] + args.extra
-            env = dict(os.environ)
-            env.update(env_over)
-            try:
-                rc, secs = tc.run_logged(cmd, env, json_path, log_path)
-            except OSError as e:
-                tc.say(TOOL, f"{label}: cannot run {cmd[0]}: {e}")
-                return 1, result
-            if rc != 0:
-                print(tc.tail(log_path, 20), file=sys.stderr)
-                tc.say(TOOL, f"{label} run failed with status {rc} (log above; command: {' '.join(cmd)})")
+            secs = tc.run_checked(TOOL, f"run {label}", cmd, env_over, json_path, log_path)
+            if secs is None:
                 return 1, result
             try:
                 for test, ts in load_json(json_path).items():
@@ -192,14 +165,5 @@ def _run(args, result, bench, stock, model, threads, runner, out):
     return 0, result
 
 
-def main():
-    try:
-        status, _ = run(sys.argv[1:])
-    except KeyboardInterrupt:
-        print(f"{TOOL}: interrupted", file=sys.stderr)
-        status = 130
-    sys.exit(status)
-
-
 if __name__ == "__main__":
-    main()
+    tc.tool_main(TOOL, run)

@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,11 +72,7 @@ def parser():
 
 
 def parse(argv):
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
-    else:
-        extra = []
+    argv, extra = tc.split_extra(argv)
     ap = parser()
     args = ap.parse_args(argv)
     args.extra = extra
@@ -115,23 +109,10 @@ def run(argv):
     except ValueError as e:
         ap.error(str(e))
     extra_args = {"A": tc.split_command(args.a_args), "B": tc.split_command(args.b_args)}
-    runner = tc.split_command(args.runner)
-    if runner and not shutil.which(runner[0]) and not os.path.isfile(runner[0]):
-        ap.error(f"--runner: {runner[0]} not found")
+    runner = tc.runner_arg(ap, args.runner)
     threads = args.threads or tc.cpu_count()
-
-    tmp = None
-    if args.out:
-        out = os.path.abspath(args.out)
-        os.makedirs(out, exist_ok=True)
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="t2p-ppl-")
-        out = tmp.name
-    try:
+    with tc.out_dir(args.out, "t2p-ppl-") as out:
         return _run(args, result, ppl, envs, extra_args, runner, threads, out)
-    finally:
-        if tmp:
-            tmp.cleanup()
 
 
 def _run(args, result, ppl, envs, extra_args, runner, threads, out):
@@ -149,16 +130,8 @@ def _run(args, result, ppl, envs, extra_args, runner, threads, out):
         cmd += [] if args.mmap else ["--no-mmap"]
         # -lv 4: INFO lines (ours among them); -fit off: no pre-pass that prints our one-time line muted
         cmd += ["-lv", "4"] + fit_off + ["--kl-divergence-base", logprobs] + extra_args[label] + args.extra
-        env = dict(os.environ)
-        env.update(envs[label])
-        try:
-            rc, secs = tc.run_logged(cmd, env, log)
-        except OSError as e:
-            tc.say(TOOL, f"run {label}: cannot run {cmd[0]}: {e}")
-            return 1, result
-        if rc != 0:
-            print(tc.tail(log, 20), file=sys.stderr)
-            tc.say(TOOL, f"run {label} failed with status {rc} (log above; command: {' '.join(cmd)})")
+        secs = tc.run_checked(TOOL, f"run {label}", cmd, envs[label], log)
+        if secs is None:
             return 1, result
         text = tc.read_text(log)
         logs[label] = text
@@ -216,19 +189,9 @@ def _run(args, result, ppl, envs, extra_args, runner, threads, out):
     for line in lines:
         print(line)
     sys.stdout.flush()
-    result.update(lines=lines, states=states, ok=ok)
-    result["pass"] = ok
+    result.update({"lines": lines, "states": states, "pass": ok})
     return (0 if ok else 1), result
 
 
-def main():
-    try:
-        status, _ = run(sys.argv[1:])
-    except KeyboardInterrupt:
-        print(f"{TOOL}: interrupted", file=sys.stderr)
-        status = 130
-    sys.exit(status)
-
-
 if __name__ == "__main__":
-    main()
+    tc.tool_main(TOOL, run)

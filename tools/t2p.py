@@ -91,6 +91,14 @@ def fmt_secs(s):
 cache_dir = tc.cache_dir   # the same folder make-test-model.py uses
 
 
+def given_file(flag, path):
+    """The absolute path of a file the user named with flag; Fail when there is none."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise Fail(f"{flag} {path}: no such file")
+    return path
+
+
 def load_tool(filename, name):
     spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, filename))
     mod = importlib.util.module_from_spec(spec)
@@ -516,20 +524,14 @@ def main(argv=None):
 
         step(5, total, "the model")
         if args.model:
-            model = os.path.abspath(args.model)
-            if not os.path.isfile(model):
-                raise Fail(f"--model {model}: no such file")
-            facts["model"] = "given"
+            model, facts["model"] = given_file("--model", args.model), "given"
             say(f"model: {model}")
         else:
             model, facts["model"] = make_model(args, times)
 
         step(6, total, "the text")
         if args.text:
-            text = os.path.abspath(args.text)
-            if not os.path.isfile(text):
-                raise Fail(f"--text {text}: no such file")
-            facts["text"] = "given"
+            text, facts["text"] = given_file("--text", args.text), "given"
             say(f"text: {text}")
         else:
             t0 = time.monotonic()

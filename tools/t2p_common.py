@@ -15,11 +15,14 @@ it has, and reads the ggml-t2p shim's log lines to say which state the plugin wa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 IS_WINDOWS = os.name == "nt"
@@ -305,6 +308,63 @@ def run_logged(cmd, env, stdout_path, stderr_path=None):
             with open(stderr_path, "wb") as err:
                 rc = subprocess.call(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
     return rc, time.monotonic() - t0
+
+
+def run_checked(tool, what, cmd, env_over, stdout_path, stderr_path=None):
+    """run_logged with os.environ plus env_over. On success returns the seconds it took; when the
+    command cannot start or exits non-zero, prints the log's tail and a line saying so (naming
+    `what`) and returns None."""
+    env = dict(os.environ)
+    env.update(env_over)
+    try:
+        rc, secs = run_logged(cmd, env, stdout_path, stderr_path)
+    except OSError as e:
+        say(tool, f"{what}: cannot run {cmd[0]}: {e}")
+        return None
+    if rc != 0:
+        print(tail(stderr_path or stdout_path, 20), file=sys.stderr)
+        say(tool, f"{what} failed with status {rc} (log above; command: {' '.join(cmd)})")
+        return None
+    return secs
+
+
+def split_extra(argv):
+    """(arguments before "--", arguments after it): the latter go to every run of the binary."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def runner_arg(ap, text):
+    """--runner TEXT as an argument list; an argparse error when its program is not found."""
+    runner = split_command(text)
+    if runner and not shutil.which(runner[0]) and not os.path.isfile(runner[0]):
+        ap.error(f"--runner: {runner[0]} not found")
+    return runner
+
+
+@contextlib.contextmanager
+def out_dir(path, prefix):
+    """The folder for a tool's logs: PATH (made if missing), or a temporary one removed afterwards."""
+    if path:
+        out = os.path.abspath(path)
+        os.makedirs(out, exist_ok=True)
+        yield out
+    else:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            yield tmp
+
+
+def tool_main(tool, run):
+    """Entry point of a tool whose run(argv) returns (exit status, result): exits with the status,
+    130 on Ctrl-C."""
+    try:
+        status, _ = run(sys.argv[1:])
+    except KeyboardInterrupt:
+        print(f"{tool}: interrupted", file=sys.stderr)
+        status = 130
+    sys.exit(status)
 
 
 def show_env(env_over):
