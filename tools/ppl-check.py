@@ -4,10 +4,17 @@ prints, the final estimate, and the file of all saved log-probabilities (--kl-di
 for byte. Exits non-zero on any mismatch. Python 3 standard library only; Linux, macOS and Windows.
 
 Runs llama-perplexity twice, A and B, and compares:
-  - the per-chunk values "[i]ppl" and the final estimate, as printed (4 decimals);
+  - the per-chunk values "[i]ppl" and the final estimate PPL, as printed (4 decimals);
   - the saved log-probabilities of every token (--kl-divergence-base FILE, 16-bit per vocab entry
     and per token), byte for byte: a difference in any logit that moves any of these shows up here,
     far below the printed precision.
+The final estimate's "+/- U" is printed for both runs but is not part of the verdict: llama-perplexity
+adds per-token values on several threads that take tokens as they come and add their partial sums of
+nll and nll^2 in the order they finish (tools/perplexity/perplexity.cpp, process_logits), and U, a
+difference of two nearly equal sums, shows that order in its last digits. With identical log-prob
+files and identical PPL values it was seen to differ in the last digit (...63838 vs ...63837).
+The PPL values come from such sums too (of nll alone, no cancellation): their last bits can move the
+same way, but at 4 printed decimals a change has never been seen; they stay in the verdict.
 
   A (default): GGML_T2P_KERNEL=ref, the library's scalar reference kernels
   B (default): the patched binary as is (best kernels for this CPU)
@@ -34,8 +41,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
 
 TOOL = "ppl-check"
-CHUNK_RE = re.compile(r"\[[0-9]+\][0-9.]+(?:nan|inf)?")
-FINAL_RE = re.compile(r"Final estimate: PPL = [0-9.]+ \+/- [0-9.]+")
+NUM = r"(?:[0-9.]+|-?nan|-?inf)"
+CHUNK_RE = re.compile(r"\[[0-9]+\]" + NUM)
+FINAL_RE = re.compile(r"Final estimate: PPL = (" + NUM + r") \+/- (" + NUM + r")")
 
 
 def parser():
@@ -94,6 +102,54 @@ def first_difference(a, b):
             pos += len(ba)
 
 
+def chunk_values(text):
+    """The per-chunk values "[1]12.3456 [2]..." of a llama-perplexity log, as printed."""
+    return CHUNK_RE.findall(text)
+
+
+def final_estimate(text):
+    """(PPL, +/- U) of the "Final estimate" line, as printed, or None when there is none."""
+    m = FINAL_RE.search(text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def verdict(log_a, log_b, have_logprobs, logprob_diff, logprob_size):
+    """(lines, ok): the comparison of two llama-perplexity logs and their log-prob files.
+
+    ok needs: per-chunk values present and identical, both final PPL values present and identical,
+    both log-prob files present and identical (logprob_diff None). The "+/-" of the final estimate is
+    shown, and explained when it alone differs, but never decides (see the module docstring)."""
+    ca, cb = chunk_values(log_a), chunk_values(log_b)
+    fa, fb = final_estimate(log_a), final_estimate(log_b)
+
+    def show(c, f):
+        return " ".join(c) + (f" | Final estimate: PPL = {f[0]} +/- {f[1]}" if f else " | no final estimate")
+
+    lines = [f"A: {show(ca, fa)}", f"B: {show(cb, fb)}"]
+    ok = True
+    if not ca:
+        lines.append("per-chunk values: NONE in run A")
+        ok = False
+    elif ca == cb and fa is not None and fb is not None and fa[0] == fb[0]:
+        lines.append(f"per-chunk values: identical ({len(ca)} chunks), final PPL identical")
+    else:
+        lines.append("per-chunk values: DIFFER" if ca != cb else "final PPL: DIFFERS or missing")
+        ok = False
+    if fa and fb and fa[1] != fb[1]:
+        lines.append(f"final +/-: {fa[1]} vs {fb[1]} (not part of the verdict: llama-perplexity's thread-order "
+                     "sums, see --help)")
+    if not have_logprobs:
+        lines.append("log-prob files: MISSING (this llama-perplexity wrote no --kl-divergence-base file)")
+        ok = False
+    elif logprob_diff is None:
+        lines.append(f"log-prob files: identical ({logprob_size} bytes)")
+    else:
+        lines.append(f"log-prob files: DIFFER (first difference at byte {logprob_diff[0] + 1}, counting from 1 as "
+                     f"cmp does; sizes {logprob_diff[1]} and {logprob_diff[2]})")
+        ok = False
+    return lines, ok
+
+
 def run(argv):
     """Returns (exit status, result dict: verdict lines, states {label: (state, summary)}, pass bool)."""
     ap, args = parse(argv)
@@ -141,37 +197,10 @@ def _run(args, result, ppl, envs, extra_args, runner, threads, out):
             tc.say(TOOL, f"    {label}: {line}")
         tc.say(TOOL, f"    {label}: {secs:.0f} s")
 
-    def chunks(text):
-        return " ".join(CHUNK_RE.findall(text)) + (" " if CHUNK_RE.search(text) else "")
-
-    def final(text):
-        m = FINAL_RE.search(text)
-        return m.group(0) if m else "no final estimate"
-
-    ca, cb = chunks(logs["A"]), chunks(logs["B"])
-    fa, fb = final(logs["A"]), final(logs["B"])
-    lines = [f"A: {ca}| {fa}", f"B: {cb}| {fb}"]
-    ok = True
-    if not ca:
-        tc.say(TOOL, "no per-chunk values in run A")
-        ok = False
-    if ca == cb and fa == fb:
-        lines.append(f"per-chunk values: identical ({len(ca.split())} chunks)")
-    else:
-        lines.append("per-chunk values: DIFFER")
-        ok = False
     la, lb = os.path.join(out, "A.logprobs"), os.path.join(out, "B.logprobs")
-    if not (os.path.isfile(la) and os.path.isfile(lb)):
-        lines.append("log-prob files: MISSING (this llama-perplexity wrote no --kl-divergence-base file)")
-        ok = False
-    else:
-        diff = first_difference(la, lb)
-        if diff is None:
-            lines.append(f"log-prob files: identical ({os.path.getsize(la)} bytes)")
-        else:
-            lines.append(f"log-prob files: DIFFER (first difference at byte {diff[0] + 1}, counting from 1 as cmp "
-                         f"does; sizes {diff[1]} and {diff[2]})")
-            ok = False
+    have = os.path.isfile(la) and os.path.isfile(lb)
+    diff = first_difference(la, lb) if have else None
+    lines, ok = verdict(logs["A"], logs["B"], have, diff, os.path.getsize(la) if have else 0)
     lines.append("plugin state (from each run's log):")
     for label in ("A", "B"):
         lines.append(f"  {label}: {states[label][1]}")

@@ -601,7 +601,7 @@ def main(argv=None):
             lines.append("  " + line)
     lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}): {ppl_what}")
     for line in ppl_res.get("lines", []):
-        if line.startswith(("per-chunk", "log-prob", "A: [", "B: [", "ppl-check:")):
+        if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "ppl-check:")):
             lines.append("  " + line)
     if ppl_status not in (0, 1) or not ppl_res.get("lines"):
         lines.append(f"  ppl-check did not finish (status {ppl_status})")

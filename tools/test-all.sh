@@ -78,6 +78,9 @@ for t in tools/*.py; do
 done
 for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; exit 1; }; done
 
+echo "== ppl-check verdict (tests/test_ppl_check.py)"
+PYTHONDONTWRITEBYTECODE=1 python3 tests/test_ppl_check.py
+
 echo "== Q2_KT converter (tests/test_q2kt.py: numpy + gguf==0.19.0, installed like make-test-model does)"
 q2kt_site=$(PYTHONDONTWRITEBYTECODE=1 python3 - "$INSTALL" <<'PY'
 import importlib.util, sys

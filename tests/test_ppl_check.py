@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Tests for the verdict of tools/ppl-check.py (Python 3 standard library only).
+
+Run: python3 tests/test_ppl_check.py [-v]
+
+The verdict reads two llama-perplexity logs as that tool prints them and the comparison of the two
+--kl-divergence-base files. These tests hold what decides PASS: every per-chunk value, the final PPL
+and the log-prob bytes; and what does not: the "+/-" of the final estimate alone, which llama-perplexity
+computes from per-thread partial sums added in the order its threads finish (see ppl-check --help).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import unittest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("ppl_check", os.path.join(HERE, "..", "tools", "ppl-check.py"))
+ppl_check = importlib.util.module_from_spec(_spec)
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+_spec.loader.exec_module(ppl_check)
+
+
+def log(chunks, final=None):
+    """A llama-perplexity log shaped like the real one (progress line of chunk values, final line)."""
+    text = "perplexity: calculating perplexity over 3 chunks, n_ctx=128, batch_size=2048, n_seq=16\n"
+    text += "".join(f"[{i + 1}]{v}," for i, v in enumerate(chunks)) + "\n"
+    if final:
+        text += f"Final estimate: PPL = {final[0]} +/- {final[1]}\n"
+    return text
+
+
+A = log(["72273.7575", "182000.6828", "162856.4208"], ("162856.4208", "57862.85735"))
+
+
+class Verdict(unittest.TestCase):
+    def check(self, log_b, diff=None, have=True, log_a=A):
+        lines, ok = ppl_check.verdict(log_a, log_b, have, diff, 1234)
+        return ok, "\n".join(lines)
+
+    def test_identical_passes(self):
+        ok, text = self.check(A)
+        self.assertTrue(ok, text)
+        self.assertIn("per-chunk values: identical (3 chunks), final PPL identical", text)
+        self.assertIn("log-prob files: identical (1234 bytes)", text)
+        self.assertNotIn("final +/-", text)
+
+    def test_one_chunk_digit_fails(self):
+        ok, text = self.check(log(["72273.7575", "182000.6829", "162856.4208"], ("162856.4208", "57862.85735")))
+        self.assertFalse(ok)
+        self.assertIn("per-chunk values: DIFFER", text)
+
+    def test_missing_chunk_fails(self):
+        ok, _ = self.check(log(["72273.7575", "182000.6828"], ("162856.4208", "57862.85735")))
+        self.assertFalse(ok)
+
+    def test_final_ppl_differs_fails(self):
+        ok, text = self.check(log(["72273.7575", "182000.6828", "162856.4208"], ("162856.4209", "57862.85735")))
+        self.assertFalse(ok)
+        self.assertIn("final PPL: DIFFERS", text)
+
+    def test_final_missing_fails(self):
+        ok, _ = self.check(log(["72273.7575", "182000.6828", "162856.4208"]))
+        self.assertFalse(ok)
+
+    def test_logprob_bytes_differ_fails(self):
+        ok, text = self.check(A, diff=(4096, 1234, 1234))
+        self.assertFalse(ok)
+        self.assertIn("first difference at byte 4097", text)
+
+    def test_logprob_missing_fails(self):
+        ok, text = self.check(A, have=False)
+        self.assertFalse(ok)
+        self.assertIn("MISSING", text)
+
+    def test_no_chunks_fails(self):
+        ok, _ = self.check("nothing", log_a="nothing")
+        self.assertFalse(ok)
+
+    def test_uncertainty_alone_is_shown_not_decisive(self):
+        # seen on the test model: same log-prob bytes and values, +/- 28309806.63838 vs 28309806.63837
+        ok, text = self.check(log(["72273.7575", "182000.6828", "162856.4208"], ("162856.4208", "57862.85734")))
+        self.assertTrue(ok, text)
+        self.assertIn("final +/-: 57862.85735 vs 57862.85734 (not part of the verdict", text)
+
+    def test_uncertainty_does_not_hide_other_differences(self):
+        ok, _ = self.check(log(["72273.7575", "182000.6828", "162856.4208"], ("162856.4208", "57862.85734")),
+                           diff=(0, 1234, 1234))
+        self.assertFalse(ok)
+
+    def test_nan_values_compare_as_printed(self):
+        a = log(["nan", "nan"], ("nan", "nan"))
+        ok, _ = self.check(a, log_a=a)
+        self.assertTrue(ok)
+        ok, _ = self.check(log(["nan", "12.5"], ("nan", "nan")), log_a=a)
+        self.assertFalse(ok)
+
+
+if __name__ == "__main__":
+    unittest.main()
