@@ -29,6 +29,17 @@ build_tools_missing() {
   command -v git >/dev/null || echo git
 }
 
+# libclang's C library as bindgen loads it (libclang.so*, libclang-N.so*); libclang-cpp (the C++
+# interface, installed with llvm-N) is not it.
+have_libclang() {
+  local f
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+           /usr/lib/*-linux-gnu/libclang.so* /usr/lib/*-linux-gnu/libclang-[0-9]*.so*; do
+    [ -e "$f" ] && return 0
+  done
+  [ -n "${LIBCLANG_PATH:-}" ] && ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1
+}
+
 # Rust (Debian's rustc-web/cargo-web, 1.96, when there is no cargo at all), libclang for bindgen (the
 # abi-check feature), a C compiler for the C ABI test, and the llama.cpp build tools above.
 ensure_host_toolchain() {
@@ -37,7 +48,7 @@ ensure_host_toolchain() {
     missing+=(rustc-web cargo-web)
   fi
   command -v cc >/dev/null || missing+=(gcc)
-  ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev)
+  have_libclang || missing+=(libclang-dev)
   mapfile -t -O "${#missing[@]}" missing < <(build_tools_missing)
   if [ "${#missing[@]}" -gt 0 ]; then
     [ "$install" = 1 ] || { echo "toolchain: missing ${missing[*]}" >&2; return 1; }
