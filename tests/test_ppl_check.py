@@ -99,5 +99,14 @@ class Verdict(unittest.TestCase):
         self.assertFalse(ok)
 
 
+class Arguments(unittest.TestCase):
+    def test_values_that_look_like_options(self):
+        # "-t 1" starts like ppl-check's own -t: argparse alone refuses it as the value of --a-args
+        _, args = ppl_check.parse(["--perplexity", "p", "-m", "m", "-f", "f", "--a-args", "-t 1",
+                                   "--b-args", "-t 2", "--a-env", "", "-t", "3", "--", "-ub", "64"])
+        self.assertEqual((args.a_args, args.b_args, args.a_env, args.threads), ("-t 1", "-t 2", "", 3))
+        self.assertEqual(args.extra, ["-ub", "64"])
+
+
 if __name__ == "__main__":
     unittest.main()

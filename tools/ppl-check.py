@@ -81,6 +81,7 @@ def parser():
 
 def parse(argv):
     argv, extra = tc.split_extra(argv)
+    argv = tc.glue_values(argv, ("--a-env", "--b-env", "--a-args", "--b-args", "--runner"))
     ap = parser()
     args = ap.parse_args(argv)
     args.extra = extra

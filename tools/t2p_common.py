@@ -336,6 +336,20 @@ def split_extra(argv):
     return argv, []
 
 
+def glue_values(argv, names):
+    """argv with "NAME VALUE" turned into "NAME=VALUE" for the options in names, so that a value that
+    looks like an option itself ("-t 1", "-ub 1") reaches argparse as that option's value."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in names and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def runner_arg(ap, text):
     """--runner TEXT as an argument list; an argparse error when its program is not found."""
     runner = split_command(text)
