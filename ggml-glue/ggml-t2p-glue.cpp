@@ -109,8 +109,16 @@ t2p_config make_config() {
     if (requested == GGML_T2P_KERNEL_AUTO) {
         cfg.kernel = ggml_t2p_best_kernel();
         if (cfg.kernel == 0) {
-            GGML_LOG_WARN("ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); "
+#if defined(__aarch64__) || defined(_M_ARM64)
+#    define T2P_NO_KERNEL_WHY "this CPU has no dotprod"
+#elif defined(__x86_64__) || defined(_M_X64)
+#    define T2P_NO_KERNEL_WHY "this CPU lacks AVX2, FMA or F16C"
+#else
+#    define T2P_NO_KERNEL_WHY "no ggml-t2p kernels for this architecture"
+#endif
+            GGML_LOG_WARN("ggml-t2p: declining: " T2P_NO_KERNEL_WHY "; "
                           "stock code runs (GGML_T2P_KERNEL=ref forces the scalar kernels)\n");
+#undef T2P_NO_KERNEL_WHY
             return cfg;
         }
     } else {

@@ -8,7 +8,7 @@ generators), splits --runner and "K=V" arguments without a shell, asks a binary'
 it has, and reads the ggml-t2p shim's log lines to say which state the plugin was in:
 
   ggml-t2p: enabled (libggml_t2p 0.2.0, kernel avx2; PQ2_0 -> X16, PTQ1_0 -> X16)
-  ggml-t2p: declining: this CPU has no dotprod (ARM) or no AVX2+FMA+F16C (x86); stock code runs ...
+  ggml-t2p: declining: this CPU has no dotprod; stock code runs ...
   ggml-t2p: disabled (GGML_T2P=0)
   ggml-t2p: 168 tensors repacked (168 PQ2_0 -> X16; 77.1 MiB) in 0.21 s; kernel avx2
 """
