@@ -108,5 +108,53 @@ class Arguments(unittest.TestCase):
         self.assertEqual(args.extra, ["-ub", "64"])
 
 
+class UsageErrors(unittest.TestCase):
+    """Bad option values stop with a usage error (status 2) naming the option, before any run, with
+    no Python traceback; the same helpers serve ab.py and t2p.py."""
+
+    def run_tool(self, name, argv):
+        import subprocess
+        return subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", name)] + argv,
+                              capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+    def test_bad_values(self):
+        import tempfile
+        me = os.path.abspath(__file__)
+        with tempfile.TemporaryDirectory() as tmp:
+            afile = os.path.join(tmp, "a.txt")
+            with open(afile, "w") as f:
+                f.write("x")
+            base = ["--perplexity", sys.executable, "-m", me, "-f", me]
+            cases = [(base + ["--a-args", '-ub "1'], "--a-args"), (base + ["--b-args", "'x"], "--b-args"),
+                     (base + ["--runner", 'qemu "x'], "--runner"), (base + ["--a-env", 'A="x'], "--a-env"),
+                     (base + ["--out", afile], "--out"), (base + ["--out", os.path.join(afile, "sub")], "--out")]
+            bench = ["--bench", sys.executable, "-m", me]
+            cases += [(bench + ["--runner", 'x "y'], "--runner"), (bench + ["--out", afile], "--out"),
+                      (bench + ["-p", "0", "-n", "0"], "-p and -n")]
+            for argv, what in cases:
+                tool = "ppl-check.py" if argv[0] == "--perplexity" else "ab.py"
+                r = self.run_tool(tool, argv)
+                self.assertEqual(r.returncode, 2, (tool, argv, r.stderr))
+                self.assertNotIn("Traceback", r.stderr, argv)
+                self.assertIn(what, r.stderr, argv)
+            with open(afile) as f:
+                self.assertEqual(f.read(), "x")
+            t2p = [(["--llama", tmp, "--text", tmp], "is a folder"), (["--llama", tmp, "--model", afile + "x"], "no such"),
+                   (["--llama", tmp, "--qemu-cpu", "max"], "--cross-aarch64"), (["--llama", tmp, "-p", "0", "-n", "0"],
+                   "not both 0"), (["--llama", tmp, "--rounds", "0"], "--rounds"), (["--llama", tmp, "--out", afile], "--out")]
+            for argv, what in t2p:
+                r = self.run_tool("t2p.py", argv)
+                self.assertEqual(r.returncode, 2, (argv, r.stderr))
+                self.assertIn(what, r.stderr, argv)
+                self.assertNotIn("Traceback", r.stderr, argv)
+
+    def test_why_no_chunks(self):
+        log_text = ("load ...\nperplexity: you need at least 256 tokens to evaluate perplexity with a context of 128\n"
+                    "perplexity: the data file you provided tokenizes to only 2 tokens\n")
+        self.assertEqual(ppl_check.why_no_chunks(log_text)[1],
+                         "perplexity: the data file you provided tokenizes to only 2 tokens")
+        self.assertEqual(ppl_check.why_no_chunks(""), ["(its log is empty)"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -460,6 +460,34 @@ class Conversion(unittest.TestCase):
             self.assertIn("non-finite scale", r.stderr)
             self.assertEqual(os.listdir(tmp), ["nan.gguf"])
 
+    def test_json_and_output_never_overwrite_the_input(self):
+        """--json or the output naming the input (also through a link), each other, an existing file
+        without --force, or a directory: refused before any work, every file unchanged."""
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "in.gguf")
+            with open(self.src, "rb") as f:
+                data = f.read()
+            with open(src, "wb") as f:
+                f.write(data)
+            link = os.path.join(tmp, "link.gguf")
+            os.symlink(src, link)
+            keep = os.path.join(tmp, "keep.json")
+            with open(keep, "w") as f:
+                f.write("{}")
+            out = os.path.join(tmp, "out.gguf")
+            cases = [[src, out, "--json", src], [src, "--dry-run", "--json", link], [src, out, "--json", out],
+                     [src, out, "--json", keep], [src, link], [src, out, "--json", tmp],
+                     [src, out, "--json", os.path.join(tmp, "no", "such", "dir.json")]]
+            for argv in cases:
+                r = subprocess.run([sys.executable, TOOL] + argv, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, (argv, r.stderr))
+                self.assertNotIn("Traceback", r.stderr)
+                with open(src, "rb") as f:
+                    self.assertEqual(f.read(), data, argv)
+                with open(keep) as f:
+                    self.assertEqual(f.read(), "{}", argv)
+                self.assertFalse(os.path.exists(out), argv)
+
     def test_dry_run_writes_nothing_and_reports(self):
         self.assertEqual(self.dry.returncode, 0, self.dry.stdout + self.dry.stderr)
         self.assertIn("zeros exact 100.000%", self.dry.stdout)

@@ -94,8 +94,11 @@ def run(argv):
         ap.error(f"cannot read {args.model}")
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.pp < 0 or args.tg < 0 or args.pp + args.tg == 0:
+        ap.error("-p and -n: token counts, at least one of them above 0 (nothing to measure otherwise)")
     threads = args.threads or tc.cpu_count()
     runner = tc.runner_arg(ap, args.runner)
+    tc.out_arg(ap, args.out)
     model = os.path.abspath(args.model)
     with tc.out_dir(args.out, "t2p-ab-") as out:
         return _run(args, result, bench, stock, model, threads, runner, out)
@@ -118,7 +121,10 @@ def _run(args, result, bench, stock, model, threads, runner, out):
             if secs is None:
                 return 1, result
             try:
-                for test, ts in load_json(json_path).items():
+                got = load_json(json_path)
+                if not got:
+                    raise ValueError("no results in it")
+                for test, ts in got.items():
                     data[label].setdefault(test, []).append(ts)
             except (ValueError, KeyError, TypeError) as e:
                 tc.say(TOOL, f"{label}: cannot read llama-bench's JSON in {json_path}: {e}")

@@ -33,6 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent  # the ggml-t2p checkout
 DEFAULT_PATCH = ROOT / "patches" / "ggml-t2p.patch"
 IS_WINDOWS = platform.system() == "Windows"
@@ -279,8 +283,12 @@ def main() -> int:
         return 2
     rel = os.path.relpath(ggml, tree)
     is_llama = (tree / "include" / "llama.h").is_file()
+    if args.json is not None:
+        folder = args.json.resolve().parent
+        if args.json.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+            ap.error(f"--json {args.json}: not a file that can be written")
     build = (args.build_dir or (tree / "build-ggml-t2p")).resolve()
-    build.mkdir(parents=True, exist_ok=True)
+    tc.out_arg(ap, str(build), "--build-dir")
     logf = build / "check-fork.log"
     logf.write_text(f"check-fork {time.strftime('%Y-%m-%d %H:%M:%S')}: {tree}\n\n", encoding="utf-8")
 

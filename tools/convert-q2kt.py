@@ -649,10 +649,6 @@ def convert(args):
 
     out = None
     if not args.dry_run:
-        if os.path.exists(args.output) and os.path.samefile(args.input, args.output):
-            sys.exit("error: the output must differ from the input")
-        if os.path.exists(args.output) and not args.force:
-            sys.exit(f"error: {args.output} exists (use --force to overwrite)")
         out = tc.AtomicOut(args.output)
     check = not args.no_check
     if args.dry_run and not check:
@@ -710,9 +706,14 @@ def convert(args):
 
     summarize(results, check, src, args, total_out, time.time() - t_start)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"input": os.path.abspath(args.input), "output": None if args.dry_run else
-                       os.path.abspath(args.output), "tensors": results}, f, indent=1)
+        jout = tc.AtomicOut(args.json)
+        try:
+            jout.write(json.dumps({"input": os.path.abspath(args.input), "output": None if args.dry_run else
+                                   os.path.abspath(args.output), "tensors": results}, indent=1).encode())
+            jout.commit()
+        except BaseException:
+            jout.abort()
+            raise
         print(f"per-tensor figures written to {args.json}")
     if out:
         reread(args.output, infos)
@@ -774,6 +775,32 @@ def reread(path, infos):
     print(f"re-read: {len(got)} tensors, types, offsets and sizes as planned")
 
 
+def same_path(a, b):
+    """True when a and b name one file (also through links), or would once written."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_paths(ap, args):
+    """Refuses, before any work, an output or --json path that would overwrite the input (or each
+    other), an existing one without --force, a directory, or a folder that cannot be written."""
+    outs = [("output", args.output)] if args.output else []
+    outs += [("--json", args.json)] if args.json else []
+    for what, path in outs:
+        if os.path.isdir(path):
+            ap.error(f"{what} {path} is a directory")
+        if same_path(args.input, path):
+            ap.error(f"{what} {path} is the input file")
+        if os.path.exists(path) and not args.force:
+            ap.error(f"{what} {path} exists (use --force to overwrite)")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            ap.error(f"{what}: cannot write in {folder}")
+    if len(outs) == 2 and same_path(outs[0][1], outs[1][1]):
+        ap.error("--json must differ from the output")
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] + " (the module docstring, shown below, explains the encoding)",
@@ -785,7 +812,7 @@ def main():
     ap.add_argument("--no-check", action="store_true",
                     help="skip the per-chunk decode with gguf.quants (faster; no error figures)")
     ap.add_argument("--json", metavar="PATH", help="also write the per-tensor figures as JSON")
-    ap.add_argument("--force", "-f", action="store_true", help="overwrite an existing output")
+    ap.add_argument("--force", "-f", action="store_true", help="overwrite an existing output or --json file")
     ap.add_argument("--install", action="store_true", help="pip install numpy and gguf if missing")
     ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
     args = ap.parse_args()
@@ -793,6 +820,7 @@ def main():
         ap.error("--dry-run writes nothing: drop the output path")
     if not args.dry_run and not args.output:
         ap.error("an output path is required (or --dry-run)")
+    check_paths(ap, args)
     need_packages(args.install)
     if sys.byteorder != "little":
         sys.exit("error: little-endian hosts only")

@@ -60,7 +60,8 @@ def parser():
                "Compare like with like: a different -ub (ubatch) can change the results of stock llama.cpp "
                "code itself\n(GGML_T2P=0 at -c 128: the default ubatch and -ub 64 give different values), so a "
                "difference between runs\nwith different -ub says nothing about the ggml-t2p kernels. "
-               "-ub 1 vs -ub 64 with ggml-t2p on were bit-identical on the test model.")
+               "-ub 1 vs -ub 64 with ggml-t2p on were bit-identical on the test model with the default 3 chunks,\n"
+               "but not with --chunks 1, where stock code (GGML_T2P=0) differs the same way (README, ubatch).")
     ap.add_argument("--perplexity", metavar="PATH", required=True, help="the patched llama-perplexity (required)")
     ap.add_argument("-m", "--model", metavar="PATH", required=True, help="model (required)")
     ap.add_argument("-f", "--file", metavar="PATH", required=True, dest="text", help="text file (required)")
@@ -114,6 +115,14 @@ def final_estimate(text):
     return (m.group(1), m.group(2)) if m else None
 
 
+def why_no_chunks(text):
+    """The lines of a llama-perplexity log that say why it scored nothing (a text shorter than two
+    contexts, a bad -c), else its last three lines."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    hits = [ln for ln in lines if re.search(r"need at least|tokenizes to only|error|failed|requires", ln, re.I)]
+    return (hits or lines[-3:])[:3] or ["(its log is empty)"]
+
+
 def verdict(log_a, log_b, have_logprobs, logprob_diff, logprob_size):
     """(lines, ok): the comparison of two llama-perplexity logs and their log-prob files.
 
@@ -165,8 +174,9 @@ def run(argv):
         envs = {"A": tc.parse_env(args.a_env, "--a-env"), "B": tc.parse_env(args.b_env, "--b-env")}
     except ValueError as e:
         ap.error(str(e))
-    extra_args = {"A": tc.split_command(args.a_args), "B": tc.split_command(args.b_args)}
+    extra_args = {"A": tc.command_arg(ap, args.a_args, "--a-args"), "B": tc.command_arg(ap, args.b_args, "--b-args")}
     runner = tc.runner_arg(ap, args.runner)
+    tc.out_arg(ap, args.out)
     threads = args.threads or tc.cpu_count()
     with tc.out_dir(args.out, "t2p-ppl-") as out:
         return _run(args, result, ppl, envs, extra_args, runner, threads, out)
@@ -202,6 +212,9 @@ def _run(args, result, ppl, envs, extra_args, runner, threads, out):
     have = os.path.isfile(la) and os.path.isfile(lb)
     diff = first_difference(la, lb) if have else None
     lines, ok = verdict(logs["A"], logs["B"], have, diff, os.path.getsize(la) if have else 0)
+    for label in ("A", "B"):
+        if not chunk_values(logs[label]):
+            lines.extend(f"  run {label}, llama-perplexity: {line}" for line in why_no_chunks(logs[label]))
     lines.append("plugin state (from each run's log):")
     for label in ("A", "B"):
         lines.append(f"  {label}: {states[label][1]}")

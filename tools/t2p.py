@@ -91,12 +91,17 @@ def fmt_secs(s):
 cache_dir = tc.cache_dir   # the same folder make-test-model.py uses
 
 
-def given_file(flag, path):
-    """The absolute path of a file the user named with flag; Fail when there is none."""
-    path = os.path.abspath(path)
+def check_given_file(ap, flag, path):
+    """An argparse error, before any step runs, when the file the user named with flag is missing,
+    a folder or unreadable."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        ap.error(f"{flag} {path} is a folder, not a file")
     if not os.path.isfile(path):
-        raise Fail(f"{flag} {path}: no such file")
-    return path
+        ap.error(f"{flag} {path}: no such file")
+    if not os.access(path, os.R_OK):
+        ap.error(f"{flag} {path}: cannot read it")
 
 
 def load_tool(filename, name):
@@ -438,7 +443,7 @@ def parse_args(argv):
     ap.add_argument("--cross-aarch64", action="store_true",
                     help="cross-build for aarch64 (static) and run everything under qemu-aarch64-static "
                          "(x86-64 Linux; numbers then measure the emulator)")
-    ap.add_argument("--qemu-cpu", default="max", metavar="CPU",
+    ap.add_argument("--qemu-cpu", metavar="CPU",
                     help="qemu CPU model with --cross-aarch64 (default max; neoverse-n1/cortex-a76: dotprod "
                          "only; cortex-a72: no dotprod, the plugin declines)")
     ap.add_argument("--arm-arch", metavar="ARCH",
@@ -468,9 +473,19 @@ def parse_args(argv):
     if args.cross_aarch64:
         if not sys.platform.startswith("linux"):
             ap.error("--cross-aarch64 needs an x86-64 Linux host (Debian: qemu-user-static, aarch64 GNU toolchain)")
+        args.qemu_cpu = args.qemu_cpu or "max"
         args.arm_arch = args.arm_arch or QEMU_ARCH.get(args.qemu_cpu, "armv8-a")
-    elif args.arm_arch or args.qemu_cpu != "max":
+    elif args.arm_arch or args.qemu_cpu:
         ap.error("--qemu-cpu and --arm-arch go with --cross-aarch64")
+    for flag, v in (("--jobs", args.jobs), ("--threads", args.threads), ("--layers", args.layers),
+                    ("--rounds", args.rounds), ("-c", args.ctx), ("--chunks", args.chunks)):
+        if v is not None and v < 1:
+            ap.error(f"{flag} must be at least 1")
+    if (args.pp is not None and args.pp < 0) or (args.tg is not None and args.tg < 0) or args.pp == args.tg == 0:
+        ap.error("-p and -n: token counts, not both 0")
+    check_given_file(ap, "--model", args.model)
+    check_given_file(ap, "--text", args.text)
+    tc.out_arg(ap, args.out)
     return ap, args
 
 
@@ -489,8 +504,8 @@ def main(argv=None):
     runner = ["qemu-aarch64-static", "-cpu", args.qemu_cpu] if args.cross_aarch64 else []
     threads = args.threads or tc.cpu_count()
     rounds = args.rounds or (1 if args.cross_aarch64 else 2)
-    pp = args.pp or (32 if args.cross_aarch64 else 64)
-    tg = args.tg or (8 if args.cross_aarch64 else 16)
+    pp = (32 if args.cross_aarch64 else 64) if args.pp is None else args.pp
+    tg = (8 if args.cross_aarch64 else 16) if args.tg is None else args.tg
     times, facts = [], {}
     total = 7
     try:
@@ -524,14 +539,14 @@ def main(argv=None):
 
         step(5, total, "the model")
         if args.model:
-            model, facts["model"] = given_file("--model", args.model), "given"
+            model, facts["model"] = os.path.abspath(args.model), "given"
             say(f"model: {model}")
         else:
             model, facts["model"] = make_model(args, times)
 
         step(6, total, "the text")
         if args.text:
-            text, facts["text"] = given_file("--text", args.text), "given"
+            text, facts["text"] = os.path.abspath(args.text), "given"
             say(f"text: {text}")
         else:
             t0 = time.monotonic()
@@ -601,7 +616,7 @@ def main(argv=None):
             lines.append("  " + line)
     lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}): {ppl_what}")
     for line in ppl_res.get("lines", []):
-        if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "ppl-check:")):
+        if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "  run ", "ppl-check:")):
             lines.append("  " + line)
     if ppl_status not in (0, 1) or not ppl_res.get("lines"):
         lines.append(f"  ppl-check did not finish (status {ppl_status})")

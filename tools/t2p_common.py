@@ -175,10 +175,37 @@ def split_command(text):
     return parts
 
 
+def command_arg(ap, text, what):
+    """split_command(TEXT) for option WHAT; an argparse error naming it when the quotes do not close."""
+    try:
+        return split_command(text)
+    except ValueError as e:
+        ap.error(f"{what}: {e} in {text!r}")
+
+
+def out_arg(ap, path, what="--out"):
+    """Makes the folder PATH now (before any run) or stops with an argparse error naming WHAT: a file
+    is in the way, a parent is not a folder, or it cannot be written."""
+    if not path:
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        ap.error(f"{what} {path} exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        ap.error(f"{what} {path}: {e.strerror or e}")
+    if not os.access(path, os.W_OK):
+        ap.error(f"{what} {path}: cannot write there")
+
+
 def parse_env(text, what):
-    """'K=V K2=V2' -> dict; raises ValueError on a word without '='."""
+    """'K=V K2=V2' -> dict; raises ValueError naming WHAT on a word without '=' or unclosed quotes."""
     env = {}
-    for word in split_command(text):
+    try:
+        words = split_command(text)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e} in {text!r}") from None
+    for word in words:
         key, eq, value = word.partition("=")
         if not eq or not key:
             raise ValueError(f"{what}: '{word}' is not KEY=VALUE")
@@ -322,8 +349,10 @@ def run_checked(tool, what, cmd, env_over, stdout_path, stderr_path=None):
         say(tool, f"{what}: cannot run {cmd[0]}: {e}")
         return None
     if rc != 0:
-        print(tail(stderr_path or stdout_path, 20), file=sys.stderr)
-        say(tool, f"{what} failed with status {rc} (log above; command: {' '.join(cmd)})")
+        log = tail(stderr_path or stdout_path, 20)
+        print(log, file=sys.stderr)
+        where = "log above" if log.strip() else "its log is empty: the program printed nothing"
+        say(tool, f"{what} failed with status {rc} ({where}; command: {' '.join(cmd)})")
         return None
     return secs
 
@@ -352,7 +381,7 @@ def glue_values(argv, names):
 
 def runner_arg(ap, text):
     """--runner TEXT as an argument list; an argparse error when its program is not found."""
-    runner = split_command(text)
+    runner = command_arg(ap, text, "--runner")
     if runner and not shutil.which(runner[0]) and not os.path.isfile(runner[0]):
         ap.error(f"--runner: {runner[0]} not found")
     return runner
@@ -389,4 +418,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0)
-    sys.exit("t2p_common.py is a module of tools/ab.py, tools/ppl-check.py and tools/t2p.py, not a command")
+    sys.exit("t2p_common.py is a module of the Python tools in tools/, not a command")
