@@ -90,17 +90,14 @@ def run(argv):
         stock = tc.resolve_binary(args.stock)
         if not stock or not tc.is_executable(stock):
             ap.error(f"{args.stock} is not an executable")
-    if not os.path.isfile(args.model) or not os.access(args.model, os.R_OK):
-        ap.error(f"cannot read {args.model}")
+    tc.file_arg(ap, "-m", args.model)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    if args.pp < 0 or args.tg < 0 or args.pp + args.tg == 0:
-        ap.error("-p and -n: token counts, at least one of them above 0 (nothing to measure otherwise)")
+    tc.token_counts_arg(ap, args.pp, args.tg)
     threads = args.threads or tc.cpu_count()
     runner = tc.runner_arg(ap, args.runner)
-    tc.out_arg(ap, args.out)
     model = os.path.abspath(args.model)
-    with tc.out_dir(args.out, "t2p-ab-") as out:
+    with tc.out_dir(ap, args.out, "t2p-ab-") as out:
         return _run(args, result, bench, stock, model, threads, runner, out)
 
 

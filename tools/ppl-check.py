@@ -167,18 +167,13 @@ def run(argv):
     ppl = tc.resolve_binary(args.perplexity)
     if not ppl or not tc.is_executable(ppl):
         ap.error(f"{args.perplexity} is not an executable")
-    for p in (args.model, args.text):
-        if not os.path.isfile(p) or not os.access(p, os.R_OK):
-            ap.error(f"cannot read {p}")
-    try:
-        envs = {"A": tc.parse_env(args.a_env, "--a-env"), "B": tc.parse_env(args.b_env, "--b-env")}
-    except ValueError as e:
-        ap.error(str(e))
+    tc.file_arg(ap, "-m", args.model)
+    tc.file_arg(ap, "-f", args.text)
+    envs = {"A": tc.env_arg(ap, args.a_env, "--a-env"), "B": tc.env_arg(ap, args.b_env, "--b-env")}
     extra_args = {"A": tc.command_arg(ap, args.a_args, "--a-args"), "B": tc.command_arg(ap, args.b_args, "--b-args")}
     runner = tc.runner_arg(ap, args.runner)
-    tc.out_arg(ap, args.out)
     threads = args.threads or tc.cpu_count()
-    with tc.out_dir(args.out, "t2p-ppl-") as out:
+    with tc.out_dir(ap, args.out, "t2p-ppl-") as out:
         return _run(args, result, ppl, envs, extra_args, runner, threads, out)
 
 

@@ -88,22 +88,6 @@ def fmt_secs(s):
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
-cache_dir = tc.cache_dir   # the same folder make-test-model.py uses
-
-
-def check_given_file(ap, flag, path):
-    """An argparse error, before any step runs, when the file the user named with flag is missing,
-    a folder or unreadable."""
-    if path is None:
-        return
-    if os.path.isdir(path):
-        ap.error(f"{flag} {path} is a folder, not a file")
-    if not os.path.isfile(path):
-        ap.error(f"{flag} {path}: no such file")
-    if not os.access(path, os.R_OK):
-        ap.error(f"{flag} {path}: cannot read it")
-
-
 def load_tool(filename, name):
     spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, filename))
     mod = importlib.util.module_from_spec(spec)
@@ -315,7 +299,7 @@ def configure_and_build(args, llama, build, times):
 # 5. model, 6. text
 
 def make_model(args, times):
-    cache = cache_dir()
+    cache = tc.cache_dir()
     os.makedirs(cache, exist_ok=True)
     if args.layers:
         layers, tied = args.layers, args.cross_aarch64
@@ -378,7 +362,7 @@ def make_text():
     data = b"".join(pieces)
     if len(data) > TEXT_CAP:
         data = data[:data.rfind(b"\n", 0, TEXT_CAP) + 1]
-    cache = cache_dir()
+    cache = tc.cache_dir()
     os.makedirs(cache, exist_ok=True)
     path = os.path.join(cache, "ppl-text.txt")
     old = None
@@ -481,10 +465,9 @@ def parse_args(argv):
                     ("--rounds", args.rounds), ("-c", args.ctx), ("--chunks", args.chunks)):
         if v is not None and v < 1:
             ap.error(f"{flag} must be at least 1")
-    if (args.pp is not None and args.pp < 0) or (args.tg is not None and args.tg < 0) or args.pp == args.tg == 0:
-        ap.error("-p and -n: token counts, not both 0")
-    check_given_file(ap, "--model", args.model)
-    check_given_file(ap, "--text", args.text)
+    tc.token_counts_arg(ap, args.pp, args.tg)
+    tc.file_arg(ap, "--model", args.model)      # before any step: not after a build of many minutes
+    tc.file_arg(ap, "--text", args.text)
     tc.out_arg(ap, args.out)
     return ap, args
 

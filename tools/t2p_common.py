@@ -120,7 +120,8 @@ def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
 class AtomicOut:
     """Write to PATH.tmp-PID beside the target, fsync, then rename over the target (`commit`, which
     returns the SHA-256 of the bytes written when made with `digest=True`); `abort` removes the
-    temporary file. `n` counts the bytes written."""
+    temporary file. `n` counts the bytes written. As a context manager, leaving the block without
+    `commit` (an exception, an exit) aborts."""
 
     def __init__(self, path, digest=False):
         import hashlib
@@ -150,6 +151,13 @@ class AtomicOut:
         finally:
             if os.path.exists(self.tmp):
                 os.unlink(self.tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.abort()       # after commit: the file is closed and the temporary name gone, nothing to do
+        return False
 
 
 def say(tool, msg):
@@ -183,6 +191,35 @@ def command_arg(ap, text, what):
         ap.error(f"{what}: {e} in {text!r}")
 
 
+def file_arg(ap, flag, path):
+    """An argparse error naming flag when the file the user named is missing, a folder or unreadable
+    (nothing when path is None)."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        ap.error(f"{flag} {path} is a folder, not a file")
+    if not os.path.isfile(path):
+        ap.error(f"{flag} {path}: no such file")
+    if not os.access(path, os.R_OK):
+        ap.error(f"{flag} {path}: cannot read it")
+
+
+def out_file_arg(ap, what, path):
+    """An argparse error naming WHAT when the file PATH is to be written but is a folder, or its folder
+    is missing or cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        ap.error(f"{what} {path} is a folder, not a file")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        ap.error(f"{what}: cannot write in {folder}")
+
+
+def token_counts_arg(ap, pp, tg):
+    """-p/-n of an A/B run (None: the caller's default): token counts, 0 or more, not both 0."""
+    if (pp is not None and pp < 0) or (tg is not None and tg < 0) or pp == tg == 0:
+        ap.error("-p and -n: token counts (0 or more), not both 0 (nothing to measure otherwise)")
+
+
 def out_arg(ap, path, what="--out"):
     """Makes the folder PATH now (before any run) or stops with an argparse error naming WHAT: a file
     is in the way, a parent is not a folder, or it cannot be written."""
@@ -198,17 +235,14 @@ def out_arg(ap, path, what="--out"):
         ap.error(f"{what} {path}: cannot write there")
 
 
-def parse_env(text, what):
-    """'K=V K2=V2' -> dict; raises ValueError naming WHAT on a word without '=' or unclosed quotes."""
+def env_arg(ap, text, what):
+    """'K=V K2=V2' of option WHAT -> dict; an argparse error naming WHAT on a word without '=' or
+    unclosed quotes."""
     env = {}
-    try:
-        words = split_command(text)
-    except ValueError as e:
-        raise ValueError(f"{what}: {e} in {text!r}") from None
-    for word in words:
+    for word in command_arg(ap, text, what):
         key, eq, value = word.partition("=")
         if not eq or not key:
-            raise ValueError(f"{what}: '{word}' is not KEY=VALUE")
+            ap.error(f"{what}: '{word}' is not KEY=VALUE")
         env[key] = value
     return env
 
@@ -388,12 +422,12 @@ def runner_arg(ap, text):
 
 
 @contextlib.contextmanager
-def out_dir(path, prefix):
-    """The folder for a tool's logs: PATH (made if missing), or a temporary one removed afterwards."""
+def out_dir(ap, path, prefix):
+    """The folder for a tool's logs: PATH (made now by out_arg, an argparse error if it cannot be), or a
+    temporary one removed afterwards."""
     if path:
-        out = os.path.abspath(path)
-        os.makedirs(out, exist_ok=True)
-        yield out
+        out_arg(ap, path)
+        yield os.path.abspath(path)
     else:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             yield tmp
