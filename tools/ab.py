@@ -8,6 +8,12 @@ Runs interleaved rounds A, B, A, B, ... of llama-bench and prints one table:
   A = stock:    the patched binary with GGML_T2P=0 (or --stock BINARY, a separate stock build)
   B = ggml-t2p: the patched binary as is (GGML_T2P_KERNEL etc. from your environment apply)
 
+Before the first round it reports the machine's load (load average, cores, and the cores busy during
+2 s just before the runs) and warns when other work plus the runs' threads oversubscribe the cores:
+llama-bench threads spin at barriers, so a busy machine slows both columns, unequally.
+A run that dies by a signal is named (e.g. SIGILL) with, when gdb is installed (or the log has a
+backtrace), the function and instruction where it died; see README "When a run crashes".
+
 Every run uses -mmp 0 (no mmap; --mmap to keep llama-bench's default) and -v, which makes llama-bench
 show ggml's INFO lines, the plugin's among them. After the table, one line per configuration says what
 the plugin did: enabled (which kernel, how many tensors repacked), declined (this CPU lacks dotprod or
@@ -105,6 +111,11 @@ def _run(args, result, bench, stock, model, threads, runner, out):
     configs = [("A", stock or bench, {} if stock else {"GGML_T2P": "0"}), ("B", bench, {})]
     data = {"A": {}, "B": {}}
     states = {"A": [], "B": []}
+    load_line, load_warn = tc.machine_load(threads)
+    result["load"] = (load_line, load_warn)
+    tc.say(TOOL, load_line)
+    if load_warn:
+        tc.say(TOOL, load_warn)
     for r in range(1, args.rounds + 1):
         for label, binary, env_over in configs:
             json_path = os.path.join(out, f"{label}-{r}.json")
@@ -114,8 +125,16 @@ def _run(args, result, bench, stock, model, threads, runner, out):
             # -v: llama-bench shows ggml's INFO lines (ours among them) only when verbose; they go to stderr
             cmd = runner + [binary, "-m", model, "-p", str(args.pp), "-n", str(args.tg), "-t", str(threads),
                             "-r", "1", "-mmp", "1" if args.mmap else "0", "-v", "-o", "json"] + args.extra
-            secs = tc.run_checked(TOOL, f"run {label}", cmd, env_over, json_path, log_path)
+            info = {}
+            secs = tc.run_checked(TOOL, f"run {label}", cmd, env_over, json_path, log_path, info=info,
+                                  gdb=not runner)
             if secs is None:
+                result["failed"] = f"run {label} (round {r})"
+                result["crash"] = info.get("crash")
+                if info.get("crash"):
+                    line = f"run {label} (round {r}, {what.strip() or 'as is'}): {info['crash']['text']}"
+                    result["lines"] = [load_line] + ([load_warn] if load_warn else []) + [line]
+                    print(line)
                 return 1, result
             try:
                 got = load_json(json_path)
@@ -130,7 +149,7 @@ def _run(args, result, bench, stock, model, threads, runner, out):
             states[label].append((state, summary))
             tc.say(TOOL, f"  {label}: {secs:.1f} s; ggml-t2p: {summary}")
 
-    lines = []
+    lines = [load_line] + ([load_warn] if load_warn else [])
     lines.append(f"A = {'stock binary ' + stock if stock else 'patched binary, GGML_T2P=0'}; B = ggml-t2p; "
                  f"{args.rounds} interleaved rounds, median tokens/s")
     if runner:

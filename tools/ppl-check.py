@@ -26,6 +26,11 @@ pre-pass of newer llama.cpp loads the model once with INFO lines muted, and the 
 kernel, how many tensors repacked), declined, disabled, or "no ggml-t2p line" (not patched, or INFO
 lines hidden).
 
+A run that dies by a signal is named (e.g. "killed by SIGILL (illegal instruction) in
+tinygemm_kernel_amx<...> at `tileloadd ...`"): the signal from the exit status, the function and
+instruction from a backtrace in the log or, when gdb is installed, from one rerun under gdb (not with
+--runner); the gdb report is kept beside the log (A.log.gdb).
+
 Exit status: 0 only if everything matches; 1 on a mismatch or a failed run; 2 on bad arguments.
 """
 
@@ -192,8 +197,16 @@ def _run(args, result, ppl, envs, extra_args, runner, threads, out):
         cmd += [] if args.mmap else ["--no-mmap"]
         # -lv 4: INFO lines (ours among them); -fit off: no pre-pass that prints our one-time line muted
         cmd += ["-lv", "4"] + fit_off + ["--kl-divergence-base", logprobs] + extra_args[label] + args.extra
-        secs = tc.run_checked(TOOL, f"run {label}", cmd, envs[label], log)
+        info = {}
+        secs = tc.run_checked(TOOL, f"run {label}", cmd, envs[label], log, info=info, gdb=not runner)
         if secs is None:
+            result["failed"] = f"run {label}"
+            result["crash"] = info.get("crash")
+            why = info["crash"]["text"] if info.get("crash") else f"exit status {info.get('rc')}"
+            result["lines"] = [f"run {label} did not finish: {why}",
+                               f"ppl-check: FAIL (run {label} did not finish)"]
+            for line in result["lines"]:
+                print(line)
             return 1, result
         text = tc.read_text(log)
         logs[label] = text

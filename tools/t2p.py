@@ -25,6 +25,16 @@ Steps, each with progress lines and its time in the summary:
 Then one summary: the plugin's state as the logs showed it, the A/B table, the bit-check verdict and the
 steps' times. Exit status 0 only when every run worked and the bit-check passed.
 
+When a run dies by a signal, the summary names the signal and, where a backtrace shows it (gdb
+installed: one rerun under gdb), the function and instruction. The known crash of the fork's own AMX
+code (SIGILL at `tileloadd` in tinygemm_kernel_amx, the Q8_0 output weight's matmul, on some Intel
+Xeons with AMX; also with GGML_T2P=0) is worked around (--amx-workaround auto, the default): t2p
+builds again in BUILD_DIR-noamx with the C/C++ flags -mno-amx-tile -mno-amx-int8 -mno-amx-bf16, which
+leave ggml's AMX code out of the -march=native build (stock then runs its AVX-512 code for those
+weights, in both columns), reruns the A/B and the bit-check there, and says so in the summary.
+--amx-workaround always builds that way from the start (in BUILD_DIR-noamx); never only reports.
+Before the A/B it reports the machine's load and warns when other work oversubscribes the cores.
+
 When the plugin declines (x86-64 without AVX2+FMA+F16C, ARM without dotprod, e.g. --qemu-cpu cortex-a72),
 the summary says so, the A/B table compares stock with stock, and the bit-check compares the declined
 run with GGML_T2P=0 (the same stock code must give the same bits).
@@ -224,14 +234,19 @@ def apply_patch(llama):
 # ---------------------------------------------------------------------------------------------
 # 4. configure and build
 
-def cmake_args(args, llama, build):
+def cmake_args(args, llama, build, no_amx=False):
     common = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON", f"-DGGML_CPU_T2P_DIR={ROOT}",
               "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
               "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF"]
     if not args.cross_aarch64:
         # macOS builds Metal by default and llama-bench offloads to it: the plugin is a CPU backend
         gpu_off = ["-DGGML_METAL=OFF"] if sys.platform == "darwin" else []
-        return ["cmake", "-S", llama, "-B", build] + common + gpu_off
+        amx_off = []
+        if no_amx:
+            # appended to what the environment's CFLAGS/CXXFLAGS give; -mno-* wins over -march=native
+            amx_off = [f"-DCMAKE_C_FLAGS={(os.environ.get('CFLAGS', '') + ' ' + tc.AMX_OFF_FLAGS).strip()}",
+                       f"-DCMAKE_CXX_FLAGS={(os.environ.get('CXXFLAGS', '') + ' ' + tc.AMX_OFF_FLAGS).strip()}"]
+        return ["cmake", "-S", llama, "-B", build] + common + gpu_off + amx_off
     return ["cmake", "-S", llama, "-B", build, "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
             "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
             "-DGGML_NATIVE=OFF", f"-DGGML_CPU_ARM_ARCH={args.arm_arch}", "-DBUILD_SHARED_LIBS=OFF",
@@ -259,17 +274,17 @@ def run_streamed(cmd, log_path, env=None, label="", progress_re=None):
         return p.wait()
 
 
-def configure_and_build(args, llama, build, times):
+def configure_and_build(args, llama, build, times, no_amx=False):
     env = dict(os.environ)
     if args.cross_aarch64:
         env["RUSTC"] = "/usr/bin/rustc"      # Debian's rustc-web has the aarch64 std (the fragment caches it)
     os.makedirs(build, exist_ok=True)
-    cmd = cmake_args(args, llama, build)
+    cmd = cmake_args(args, llama, build, no_amx)
     say("configure: " + " ".join(cmd) + ("  (with RUSTC=/usr/bin/rustc)" if args.cross_aarch64 else ""))
     log = os.path.join(build, "t2p-configure.log")
     t0 = time.monotonic()
     rc = run_streamed(cmd, log, env=env, label="configure")
-    times.append(("configure", time.monotonic() - t0))
+    times.append(("configure" + (" (no AMX)" if no_amx else ""), time.monotonic() - t0))
     if rc != 0:
         print(tc.tail(log, 30), file=sys.stderr)
         raise Fail(f"cmake configure failed (status {rc}); full log: {log}", 1)
@@ -281,7 +296,7 @@ def configure_and_build(args, llama, build, times):
     say(f"build: {' '.join(cmd)}  (log: {log}; a first build takes minutes: llama.cpp, then cargo)")
     t0 = time.monotonic()
     rc = run_streamed(cmd, log, env=env, label="build", progress_re=re.compile(r"^\[\s*(\d+)%\]"))
-    times.append(("build", time.monotonic() - t0))
+    times.append(("build" + (" (no AMX)" if no_amx else ""), time.monotonic() - t0))
     if rc != 0:
         print(tc.tail(log, 40), file=sys.stderr)
         raise Fail(f"build failed (status {rc}); full log: {log}", 1)
@@ -401,9 +416,12 @@ def cpu_expectation(args):
         if not flags:
             return f"{mach}: needs AVX2+FMA+F16C for the plugin (not checked on this OS; the logs will tell)"
         lack = [f for f in ("avx2", "fma", "f16c") if f" {f} " not in flags]
+        amx = [f for f in ("amx_tile", "amx_int8") if f" {f} " in flags]
+        amx_note = (f"; this CPU has AMX ({' '.join(amx)}): ggml's own AMX code runs stock's Q8_0/Q4 matmuls "
+                    "unless the build leaves it out" if amx else "")
         if lack:
-            return f"{mach} without {', '.join(lack).upper()}: the plugin should DECLINE and stock code run"
-        return f"{mach} with AVX2, FMA, F16C: the plugin should enable"
+            return f"{mach} without {', '.join(lack).upper()}: the plugin should DECLINE and stock code run{amx_note}"
+        return f"{mach} with AVX2, FMA, F16C: the plugin should enable{amx_note}"
     if mach in ("aarch64", "arm64"):
         if sys.platform == "darwin":
             return "Apple silicon has dotprod: the plugin should enable"
@@ -413,6 +431,71 @@ def cpu_expectation(args):
             return f"{mach} without dotprod: the plugin should DECLINE and stock code run"
         return f"{mach} with dotprod{' and i8mm' if ' i8mm ' in flags else ''}: the plugin should enable"
     return f"{mach}: the plugin has no kernels for this architecture and should decline"
+
+
+# ---------------------------------------------------------------------------------------------
+# 4 and 7, as functions: the workaround for the fork's AMX crash builds and runs them a second time
+
+def get_binaries(args, llama, build, times, no_amx):
+    """The three binaries: built now, or (--no-build) found in BUILD, which must then have been made
+    with the AMX workaround when NO_AMX."""
+    if not args.no_build:
+        return configure_and_build(args, llama, build, times, no_amx)
+    bins = {n: tc.find_built_binary(build, n) for n in TARGETS}
+    if not all(bins.values()):
+        hint = (" (the AMX workaround needs a build without ggml's AMX code: run again without --no-build)"
+                if no_amx else "")
+        raise Fail(f"--no-build: {build} lacks " + ", ".join(n for n, b in bins.items() if not b) + hint)
+    if no_amx and "-mno-amx-int8" not in tc.read_text(os.path.join(build, "CMakeCache.txt")):
+        raise Fail(f"--no-build: {build} was not configured with {tc.AMX_OFF_FLAGS} (its CMakeCache.txt); "
+                   "run again without --no-build", 1)
+    say("using " + ", ".join(bins[n] for n in TARGETS[:2]))
+    return bins
+
+
+def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times):
+    """tools/ab.py, then tools/ppl-check.py. Returns a dict: ab (status, result), ppl (status, result),
+    ppl_what, state (the plugin's in B), crash (the first run's diagnosis that died by a signal, or
+    None) and crash_where (which tool's run)."""
+    os.makedirs(out, exist_ok=True)
+    ab = load_tool("ab.py", "t2p_ab")
+    ppl = load_tool("ppl-check.py", "t2p_ppl_check")
+    ab_argv = ["--bench", bins["llama-bench"], "-m", model, "--rounds", str(rounds), "-p", str(pp),
+               "-n", str(tg), "-t", str(threads), "--out", os.path.join(out, "ab")]
+    if runner:
+        ab_argv += ["--runner", " ".join(runner)]
+    say("tools/ab.py " + " ".join(ab_argv))
+    t0 = time.monotonic()
+    ab_status, ab_res = ab.run(ab_argv)
+    times.append(("ab", time.monotonic() - t0))
+    state = ab_res["states"].get("B", ("none", tc.NO_LINE))[0] if ab_status == 0 else "none"
+    crash = ab_res.get("crash")
+    where = f"ab.py {ab_res.get('failed', '')}".strip() if crash else None
+
+    ppl_argv = ["--perplexity", bins["llama-perplexity"], "-m", model, "-f", text, "-c", str(args.ctx),
+                "--chunks", str(args.chunks), "-t", str(threads), "--out", os.path.join(out, "ppl")]
+    if state in ("declined", "disabled"):
+        ppl_argv += ["--a-env", "GGML_T2P=0"]
+        ppl_what = "A = GGML_T2P=0 (stock) vs B = as is (the plugin declined: stock code must give the same bits)"
+    else:
+        ppl_what = "A = GGML_T2P_KERNEL=ref (the library's scalar reference) vs B = the best kernels"
+    if runner:
+        ppl_argv += ["--runner", " ".join(runner)]
+    if crash and tc.amx_workaround(crash, args.amx_workaround, False, cross=args.cross_aarch64)[0] == "rebuild":
+        # the same stock code runs first in llama-perplexity: no point in crashing a second time
+        say("bit-check skipped: the A/B died by the fork's known AMX crash; the workaround follows")
+        ppl_status, ppl_res = 1, {"lines": [], "states": {}, "pass": False,
+                                  "skipped": "the A/B died by the known AMX crash first"}
+    else:
+        say(f"bit-check: {ppl_what}")
+        say("tools/ppl-check.py " + " ".join(ppl_argv))
+        t0 = time.monotonic()
+        ppl_status, ppl_res = ppl.run(ppl_argv)
+        times.append(("ppl-check", time.monotonic() - t0))
+        if not crash and ppl_res.get("crash"):
+            crash, where = ppl_res["crash"], f"ppl-check.py {ppl_res.get('failed', '')}".strip()
+    return {"ab": (ab_status, ab_res), "ppl": (ppl_status, ppl_res), "ppl_what": ppl_what, "state": state,
+            "crash": crash, "crash_where": where}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +533,11 @@ def parse_args(argv):
                     help="never install anything (apt-get for the build tools, pip for the test model)")
     ap.add_argument("--no-build", action="store_true",
                     help="skip configure and build: use the binaries already in the build folder")
+    ap.add_argument("--amx-workaround", choices=("auto", "always", "never"), default="auto",
+                    help="the fork's own AMX code crashes (SIGILL at tileloadd) on some Intel Xeons with AMX. "
+                         "auto (default): when a run dies that way, build again in BUILD_DIR-noamx with "
+                         f"{tc.AMX_OFF_FLAGS} (ggml's AMX code left out) and rerun there; always: build that way "
+                         "from the start; never: only report the crash (native x86-64 builds only)")
     ap.add_argument("--discard-joined", action="store_true",
                     help="delete the 469 MiB joined source after making the test model (default: kept in the "
                          "cache and reused)")
@@ -461,6 +549,9 @@ def parse_args(argv):
         args.arm_arch = args.arm_arch or QEMU_ARCH.get(args.qemu_cpu, "armv8-a")
     elif args.arm_arch or args.qemu_cpu:
         ap.error("--qemu-cpu and --arm-arch go with --cross-aarch64")
+    if args.amx_workaround == "always" and (args.cross_aarch64 or tc.IS_WINDOWS):
+        ap.error("--amx-workaround always: only for native x86-64 builds on Linux/macOS (the aarch64 cross "
+                 "build and MSVC builds have no AMX code to leave out)")
     for flag, v in (("--jobs", args.jobs), ("--threads", args.threads), ("--layers", args.layers),
                     ("--rounds", args.rounds), ("-c", args.ctx), ("--chunks", args.chunks)):
         if v is not None and v < 1:
@@ -483,6 +574,9 @@ def main(argv=None):
         build = os.path.join(llama, "build-t2p-aarch64" + suffix)
     else:
         build = os.path.join(llama, "build-t2p")
+    no_amx = args.amx_workaround == "always"
+    if no_amx and not args.build_dir:
+        build += "-noamx"
     out = os.path.abspath(args.out) if args.out else os.path.join(build, "t2p-runs")
     runner = ["qemu-aarch64-static", "-cpu", args.qemu_cpu] if args.cross_aarch64 else []
     threads = args.threads or tc.cpu_count()
@@ -512,13 +606,7 @@ def main(argv=None):
         facts["patch"] = apply_patch(llama)
 
         step(4, total, "configure and build" + (" (skipped: --no-build)" if args.no_build else ""))
-        if args.no_build:
-            bins = {n: tc.find_built_binary(build, n) for n in TARGETS}
-            if not all(bins.values()):
-                raise Fail(f"--no-build: {build} lacks " + ", ".join(n for n, b in bins.items() if not b))
-            say("using " + ", ".join(bins[n] for n in TARGETS[:2]))
-        else:
-            bins = configure_and_build(args, llama, build, times)
+        bins = get_binaries(args, llama, build, times, no_amx)
 
         step(5, total, "the model")
         if args.model:
@@ -539,33 +627,36 @@ def main(argv=None):
         step(7, total, "A/B speed (tools/ab.py), then the bit-check (tools/ppl-check.py)")
         expect = cpu_expectation(args)
         say(f"expected: {expect}")
-        os.makedirs(out, exist_ok=True)
-        ab = load_tool("ab.py", "t2p_ab")
-        ppl = load_tool("ppl-check.py", "t2p_ppl_check")
-        ab_argv = ["--bench", bins["llama-bench"], "-m", model, "--rounds", str(rounds), "-p", str(pp),
-                   "-n", str(tg), "-t", str(threads), "--out", os.path.join(out, "ab")]
-        if runner:
-            ab_argv += ["--runner", " ".join(runner)]
-        say("tools/ab.py " + " ".join(ab_argv))
-        t0 = time.monotonic()
-        ab_status, ab_res = ab.run(ab_argv)
-        times.append(("ab", time.monotonic() - t0))
-        state = ab_res["states"].get("B", ("none", tc.NO_LINE))[0] if ab_status == 0 else "none"
-
-        ppl_argv = ["--perplexity", bins["llama-perplexity"], "-m", model, "-f", text, "-c", str(args.ctx),
-                    "--chunks", str(args.chunks), "-t", str(threads), "--out", os.path.join(out, "ppl")]
-        if state in ("declined", "disabled"):
-            ppl_argv += ["--a-env", "GGML_T2P=0"]
-            ppl_what = "A = GGML_T2P=0 (stock) vs B = as is (the plugin declined: stock code must give the same bits)"
-        else:
-            ppl_what = "A = GGML_T2P_KERNEL=ref (the library's scalar reference) vs B = the best kernels"
-        if runner:
-            ppl_argv += ["--runner", " ".join(runner)]
-        say(f"bit-check: {ppl_what}")
-        say("tools/ppl-check.py " + " ".join(ppl_argv))
-        t0 = time.monotonic()
-        ppl_status, ppl_res = ppl.run(ppl_argv)
-        times.append(("ppl-check", time.monotonic() - t0))
+        runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times)
+        crash = runs["crash"]
+        action, reason = tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=args.cross_aarch64)
+        if crash:
+            facts["crash"] = f"{runs['crash_where']}: {crash['text']}"
+        if action == "rebuild":
+            first_build = build
+            build = (os.path.abspath(args.build_dir) if args.build_dir else os.path.join(llama, "build-t2p")) \
+                + "-noamx"
+            say(f"WORKAROUND: {reason}; building in {build}")
+            facts["workaround"] = (f"{runs['crash_where']} in {first_build} died by the fork's known stock AMX "
+                                   f"crash; rebuilt in {build} with {tc.AMX_OFF_FLAGS} (ggml's AMX code left "
+                                   "out; stock uses its AVX-512 code for those weights, in both columns) and "
+                                   "ran everything again there: the results below are from that build")
+            step("4b", total, "configure and build without ggml's AMX code (workaround)")
+            no_amx = True
+            bins = get_binaries(args, llama, build, times, no_amx)
+            if not args.out:
+                out = os.path.join(build, "t2p-runs")
+            step("7b", total, "A/B and bit-check again, in the build without ggml's AMX code")
+            runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times)
+            if runs["crash"]:
+                facts["crash2"] = f"{runs['crash_where']} (build without AMX): {runs['crash']['text']}"
+        elif crash and crash["amx"]:
+            facts["workaround"] = f"not applied: {reason}"
+        elif no_amx:
+            facts["workaround"] = (f"--amx-workaround always: built with {tc.AMX_OFF_FLAGS} (ggml's AMX code "
+                                   "left out)")
+        ab_status, ab_res, ppl_status, ppl_res = runs["ab"] + runs["ppl"]
+        ppl_what, state = runs["ppl_what"], runs["state"]
     except Fail as e:
         print(f"\n{TOOL}: {e}", file=sys.stderr)
         return e.status
@@ -581,11 +672,17 @@ def main(argv=None):
     lines.append(f"llama.cpp  {llama} (patch {facts['patch']})")
     kind = (f"aarch64 static, GGML_CPU_ARM_ARCH={args.arm_arch}, run under qemu-aarch64-static -cpu {args.qemu_cpu}"
             if args.cross_aarch64 else f"native {platform.machine()}, Release")
-    lines.append(f"build      {build} ({kind})")
+    lines.append(f"build      {build} ({kind}" + (f", {tc.AMX_OFF_FLAGS}" if no_amx else "") + ")")
     lines.append(f"binaries   {bins['llama-bench']}, {bins['llama-perplexity']}")
     lines.append(f"model      {model} ({facts['model']})")
     lines.append(f"text       {text} ({facts['text']})")
     lines.append(f"expected   {expect}")
+    if facts.get("crash"):
+        lines.append(f"CRASH      {facts['crash']}")
+    if facts.get("workaround"):
+        lines.append(f"workaround {facts['workaround']}")
+    if facts.get("crash2"):
+        lines.append(f"CRASH      {facts['crash2']}")
     for label in ("A", "B"):
         st = ab_res["states"].get(label)
         if st:
@@ -593,15 +690,18 @@ def main(argv=None):
     if state == "declined":
         lines.append("           -> the plugin DECLINED on this CPU: stock code ran in every configuration")
     lines.append(f"A/B (tools/ab.py, llama-bench -p {pp} -n {tg} -t {threads}, {rounds} round(s)):"
-                 + ("" if ab_status == 0 else f" FAILED (status {ab_status})"))
+                 + ("" if ab_status == 0 else f" FAILED (status {ab_status}"
+                    + (f", {ab_res['failed']} did not finish" if ab_res.get("failed") else "") + ")"))
     for line in ab_res.get("lines", []):
         if not line.startswith(("plugin state", "  A:", "  B:", "JSON and logs")):
             lines.append("  " + line)
     lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}): {ppl_what}")
     for line in ppl_res.get("lines", []):
-        if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "  run ", "ppl-check:")):
+        if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "  run ", "run ", "ppl-check:")):
             lines.append("  " + line)
-    if ppl_status not in (0, 1) or not ppl_res.get("lines"):
+    if ppl_res.get("skipped"):
+        lines.append(f"  not run: {ppl_res['skipped']}")
+    elif ppl_status not in (0, 1) or not ppl_res.get("lines"):
         lines.append(f"  ppl-check did not finish (status {ppl_status})")
     lines.append(f"logs       {out}")
     lines.append("times      " + ", ".join(f"{k} {fmt_secs(v)}" for k, v in times)

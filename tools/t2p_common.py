@@ -5,7 +5,10 @@ Python 3 standard library only).
 Not a command: it names the cache folder and installs missing PyPI packages there or in the running
 environment, finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
 generators), splits --runner and "K=V" arguments without a shell, asks a binary's --help which flags
-it has, and reads the ggml-t2p shim's log lines to say which state the plugin was in:
+it has, says how a run that died by a signal died (the signal, and the function and instruction from a
+backtrace in its log or from one rerun under gdb), recognises the fork's known stock AMX crash and names
+its workaround, reports the machine's load before timing, and reads the ggml-t2p shim's log lines to
+say which state the plugin was in:
 
   ggml-t2p: enabled (libggml_t2p 0.2.0, kernel avx2; PQ2_0 -> X16, PTQ1_0 -> X16)
   ggml-t2p: declining: this CPU has no dotprod; stock code runs ...
@@ -20,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -170,6 +174,268 @@ def cpu_count():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------------------------------
+# A run that died by a signal: which signal, where (function, instruction), and the known AMX crash
+
+def death_signal(rc):
+    """(signal number, how it was seen) of an exit status, or (None, None). A negative status is
+    Python's "killed by signal -rc"; 129..192 is how a shell (or tools/x86-emu.py) reports death by
+    signal rc-128, so that reading is only "probably"."""
+    if rc is None:
+        return None, None
+    if rc < 0:
+        return -rc, "killed by"
+    if 128 < rc <= 128 + 64 and rc - 128 in _SIGNAL_NUMBERS:
+        return rc - 128, "exit status %d: probably killed by" % rc
+    return None, None
+
+
+_SIGNAL_NUMBERS = {int(s) for s in signal.Signals}
+
+
+def signal_name(sig):
+    """'SIGILL (illegal instruction)' for 4; 'signal 77' for a number without a name here."""
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+    desc = None
+    if hasattr(signal, "strsignal"):
+        try:
+            desc = signal.strsignal(sig)
+        except ValueError:
+            desc = None
+    desc = desc or {4: "Illegal instruction", 11: "Segmentation fault", 6: "Aborted", 7: "Bus error",
+                    8: "Floating point exception", 9: "Killed"}.get(sig)
+    return f"{name} ({desc.split(':')[0].lower()})" if desc else name
+
+
+# frames that belong to the crash machinery, not to the code that crashed
+_MACHINERY = re.compile(r"^(ggml_print_backtrace|ggml_abort|ggml_uncaught_exception|__GI_raise|raise|abort|"
+                        r"__GI_abort|__pthread_kill\w*|pthread_kill|__restore_rt|_Unwind_\w+|"
+                        r"backtrace\w*|__libc_start\w*|_start|<signal handler called>|std::terminate|"
+                        r"__cxxabiv1::\w+|__gnu_cxx::__verbose_terminate_handler)")
+# gdb: "#0  0x00007f... in tinygemm_kernel_amx<...>(...) () from /x/libggml-cpu.so" or "#1  func (a=1) at f.c:3"
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?(.+?)\s*(?:\(.*\)\s*)?(?:\(\)\s*)?(?: from \S+| at \S+)?$")
+# glibc backtrace_symbols_fd: "/x/libggml-cpu.so(tinygemm_kernel_amx+0x1a2)[0x7f...]"
+_EXECINFO_FRAME = re.compile(r"^\S*\(([^()+\s]+)\+0x[0-9a-fA-F]+\)\s*\[0x[0-9a-fA-F]+\]")
+# ggml's _Unwind fallback: "3: 0x7f... tinygemm_kernel_amx"
+_UNWIND_FRAME = re.compile(r"^\d+: 0x[0-9a-fA-F]+ (\S.*)$")
+# gdb "x/i $pc": "=> 0x7ffff7e4b2c1 <_Z19tinygemm_kernel_amx...+4>:\ttileloadd (%rax,%rdx,1),%tmm0"
+_GDB_PC = re.compile(r"^=> 0x[0-9a-fA-F]+(?: <(.+)\+\d+>)?:\s+(\S+)(.*)$")
+_GDB_STOP = re.compile(r"^(?:Thread \d+ \"[^\"]*\" received|Program received) signal (SIG\w+)")
+
+
+def _frame_function(raw):
+    """The function of a gdb frame text 'name<T>(args) () from lib' -> 'name<T>'."""
+    anon = "(anonymous namespace)"
+    raw = raw.replace(anon, "\x00")
+    depth, out = 0, []
+    for ch in raw:
+        if ch == "(" and depth == 0 and out:
+            break
+        depth += ch == "<"
+        depth -= ch == ">"
+        out.append(ch)
+    return "".join(out).strip().replace("\x00", anon)
+
+
+def crash_site(text):
+    """(function, instruction) of the innermost frame outside the crash machinery that a log shows:
+    gdb's "x/i $pc" and "#N" frames, glibc's backtrace_symbols lines, or ggml's own unwinder lines
+    ('N: 0xADDR name'). Either can be None."""
+    function = instruction = None
+    for line in text.splitlines():
+        line = line.strip()
+        m = _GDB_PC.match(line)
+        if m and instruction is None:
+            instruction = (m.group(2) + m.group(3)).strip()
+            if m.group(1) and function is None:
+                function = m.group(1)
+            continue
+        if function is not None:
+            continue
+        name = None
+        m = _GDB_FRAME.match(line)
+        if m:
+            name = _frame_function(line.split(" in ", 1)[1] if " in " in line.split("(")[0] else
+                                   re.sub(r"^#\d+\s+", "", line))
+        else:
+            m = _EXECINFO_FRAME.match(line) or _UNWIND_FRAME.match(line)
+            if m:
+                name = m.group(1).strip()
+        if name and name not in ("??", "") and not _MACHINERY.match(name):
+            function = name
+    return function, instruction
+
+
+AMX_MARKS = re.compile(r"\bAMX model buffer\b|\bAMX_INT8 = 1\b|\bAMX\b.*\bbuffer size\b")
+AMX_CODE = re.compile(r"amx|tile", re.I)
+AMX_INSN = re.compile(r"^(tileloadd|tileloaddt1|tilestored|tdp\w+|ldtilecfg|sttilecfg|tilezero|tilerelease)\b")
+# Compiler flags that leave the AMX code of ggml out of a -march=native build (GCC and clang honour
+# -mno-* whatever its place relative to -march): __AMX_INT8__ is then undefined, and ggml-cpu
+# compiles neither its AMX buffer type nor tinygemm_kernel_amx (ggml-cpu/amx/amx.cpp, ggml-cpu.cpp).
+AMX_OFF_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def diagnose(rc, log_text, gdb_text=""):
+    """What a failed run's exit status and output say. Returns None when it did not die by a signal,
+    else a dict: signal, name ('SIGILL (illegal instruction)'), how, function, instruction, where
+    ('gdb' or 'log' or None), amx (True when it is the fork's known stock AMX crash: SIGILL at a tile
+    instruction, in an AMX function, or with ggml's AMX buffer in use), text (one line for people)."""
+    sig, how = death_signal(rc)
+    if sig is None:
+        return None
+    function, instruction, where = None, None, None
+    for source, text in (("gdb", gdb_text), ("log", log_text)):
+        f, i = crash_site(text or "")
+        if (f or i) and where is None:
+            function, instruction, where = f, i, source
+    amx_evidence = []
+    if sig == signal.SIGILL:
+        if instruction and AMX_INSN.match(instruction):
+            amx_evidence.append(f"the faulting instruction is {instruction.split()[0]}")
+        if function and AMX_CODE.search(function):
+            amx_evidence.append(f"{function} is ggml's AMX code")
+        if AMX_MARKS.search(log_text or ""):
+            amx_evidence.append("the log shows ggml's AMX buffer type in use")
+    text = f"{how} {signal_name(sig)}"
+    if function:
+        text += f" in {function}"
+    if instruction:
+        text += f" at `{instruction}`"
+    if where:
+        text += f" (from {'a rerun under gdb' if where == 'gdb' else 'the backtrace in its log'})"
+    elif sig == signal.SIGILL:
+        text += " (no backtrace: ggml prints one only when it aborts, not on a signal; install gdb to name the function)"
+    if amx_evidence:
+        text += "; the fork's known stock AMX crash (" + "; ".join(amx_evidence) + ")"
+    return {"signal": sig, "name": signal_name(sig), "how": how, "function": function,
+            "instruction": instruction, "where": where, "amx": bool(amx_evidence), "text": text}
+
+
+def gdb_rerun(cmd, env, timeout=600):
+    """Run CMD once more under gdb (batch) and return gdb's report of the stop: the signal line, the
+    backtrace of the faulting thread and the faulting instruction. '' when gdb is missing, or it timed
+    out."""
+    gdb = shutil.which("gdb")
+    if not gdb or IS_WINDOWS:
+        return ""
+    g = [gdb, "-nx", "-batch", "-ex", "set pagination off", "-ex", "set confirm off",
+         "-ex", "set print thread-events off", "-ex", "set style enabled off", "-ex", "run",
+         "-ex", "bt 12", "-ex", "x/i $pc", "--args"] + cmd
+    try:
+        p = subprocess.run(g, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    out = p.stdout.decode("utf-8", "replace").splitlines()
+    start = next((i for i, ln in enumerate(out) if _GDB_STOP.match(ln.strip())), None)
+    if start is None:
+        return ""
+    return "\n".join(ln for ln in out[start:] if ln.startswith(("#", "=>", "Thread", "Program", "0x")))
+
+
+def cpu_flags():
+    """The CPU's flags from /proc/cpuinfo (Linux), as a set; empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def amx_workaround(diag, mode, applied, cross=False, windows=IS_WINDOWS):
+    """What t2p does after a failed run with diagnosis DIAG under --amx-workaround MODE ('auto',
+    'always', 'never') when the build at hand was (APPLIED) or was not made with AMX_OFF_FLAGS.
+    Returns (action, reason) with action one of 'rebuild' (build without ggml's AMX code in a separate
+    folder and rerun), 'none'."""
+    if not diag:
+        return "none", "the run did not die by a signal"
+    if not diag["amx"]:
+        return "none", f"{diag['name']} is not the known AMX crash: no workaround applies"
+    if applied:
+        return "none", "this build already leaves ggml's AMX code out, yet it crashed: not the known AMX crash"
+    if cross or windows:
+        return "none", "ggml's AMX code is only compiled natively on Linux/macOS x86-64 here: no workaround"
+    if mode == "never":
+        return "none", "--amx-workaround never: reported only"
+    return "rebuild", ("the fork's own AMX matmul (tinygemm_kernel_amx) faults on this CPU: rebuild with "
+                       f"{AMX_OFF_FLAGS} (ggml's AMX code compiled out) and rerun")
+
+
+def crash_line(what, diag):
+    return f"{what} {diag['text']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine's load before timing
+
+def _cpu_times():
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def sample_busy(seconds=2.0):
+    """Cores kept busy by everything on the machine during SECONDS (this process sleeps), or None."""
+    a = _cpu_times()
+    if a is None:
+        return None
+    time.sleep(seconds)
+    b = _cpu_times()
+    if b is None or b[1] == a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or 1)
+
+
+def load_verdict(loadavg, busy, cores, threads):
+    """(line, warning or None) about a machine before timing runs with THREADS threads. LOADAVG is the
+    1/5/15-minute load average (or None), BUSY the cores busy by others just now (or None). The warning
+    comes when the others' load plus our threads oversubscribe the cores (measured just now when
+    possible, else from the 1-minute average), or when the 1-minute load is above the core count."""
+    parts = []
+    if loadavg:
+        parts.append("load average %.2f %.2f %.2f (1/5/15 min)" % tuple(loadavg))
+    if busy is not None:
+        parts.append(f"{busy:.2f} cores busy over 2 s just before the runs")
+    line = f"machine: {cores} cores; " + ("; ".join(parts) if parts else "load unknown on this OS")
+    warn = None
+    others = busy if busy is not None else (loadavg[0] if loadavg else None)
+    if others is not None and others + threads > cores + 0.5:
+        warn = (f"WARNING: the machine is busy ({others:.2f} cores in use by other work, plus the runs' "
+                f"{threads} threads on {cores} cores): llama-bench threads spin at barriers, so an "
+                "oversubscribed machine slows both columns, unequally; the ratios are not trustworthy. "
+                "Rerun on a quiet machine")
+    elif loadavg and loadavg[0] > cores:
+        if busy is not None:
+            warn = (f"note: the 1-minute load average {loadavg[0]:.2f} is above the {cores} cores, but the "
+                    "CPU was idle just before the runs (the average still counts work that has just ended, "
+                    "e.g. the build)")
+        else:
+            warn = (f"WARNING: the 1-minute load average {loadavg[0]:.2f} is above the {cores} cores: "
+                    "llama-bench threads spin at barriers, so an oversubscribed machine slows both "
+                    "columns, unequally. Rerun on a quiet machine")
+    return line, warn
+
+
+def machine_load(threads, seconds=2.0):
+    """load_verdict for this machine now."""
+    try:
+        loadavg = os.getloadavg()
+    except (AttributeError, OSError):
+        loadavg = None
+    return load_verdict(loadavg, sample_busy(seconds), os.cpu_count() or 1, threads)
 
 
 def split_command(text):
@@ -371,12 +637,17 @@ def run_logged(cmd, env, stdout_path, stderr_path=None):
     return rc, time.monotonic() - t0
 
 
-def run_checked(tool, what, cmd, env_over, stdout_path, stderr_path=None):
+def run_checked(tool, what, cmd, env_over, stdout_path, stderr_path=None, info=None, gdb=True):
     """run_logged with os.environ plus env_over. On success returns the seconds it took; when the
     command cannot start or exits non-zero, prints the log's tail and a line saying so (naming
-    `what`) and returns None."""
+    `what`) and returns None. When it died by a signal, the line names the signal and, when a
+    backtrace in the log or (GDB true, gdb installed) one rerun under gdb shows it, the function and
+    instruction; the gdb report goes to STDOUT_PATH.gdb. INFO (a dict), when given, gets 'rc' and
+    'crash' (diagnose's dict or None)."""
     env = dict(os.environ)
     env.update(env_over)
+    if info is not None:
+        info.update(rc=None, crash=None)
     try:
         rc, secs = run_logged(cmd, env, stdout_path, stderr_path)
     except OSError as e:
@@ -387,6 +658,19 @@ def run_checked(tool, what, cmd, env_over, stdout_path, stderr_path=None):
         print(log, file=sys.stderr)
         where = "log above" if log.strip() else "its log is empty: the program printed nothing"
         say(tool, f"{what} failed with status {rc} ({where}; command: {' '.join(cmd)})")
+        full = read_text(stdout_path) + ("" if stderr_path is None else read_text(stderr_path))
+        diag = diagnose(rc, full)
+        if diag and gdb and diag["where"] is None and shutil.which("gdb") and not IS_WINDOWS:
+            say(tool, f"{what}: {diag['name']}; running it once more under gdb to see where")
+            report = gdb_rerun(cmd, env)
+            if report:
+                with open(stdout_path + ".gdb", "w", encoding="utf-8") as f:
+                    f.write(report + "\n")
+            diag = diagnose(rc, full, report)
+        if diag:
+            say(tool, f"{what}: {diag['text']}")
+        if info is not None:
+            info.update(rc=rc, crash=diag)
         return None
     return secs
 
