@@ -313,5 +313,67 @@ class StandIn(unittest.TestCase):
         self.assertIn("skipped", runs["ppl"][1])
 
 
+x86emu = load("x86_emu_under_test", "x86-emu.py")
+
+
+class AptSources(unittest.TestCase):
+    """tools/x86-emu.py takes the Debian archive from the system's apt sources (no address of its own).
+    The URIs here are local folders: the repository names no archive host."""
+
+    DEB822 = """Types: deb
+# a comment between fields
+URIs: file:/srv/mirror/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: file:/srv/mirror/debian-security
+Suites: bookworm-security
+Components: main
+
+Types: deb
+URIs: file:/srv/other
+Suites: nodistro
+Components: main
+"""
+    ONE_LINE = """# comment
+deb [arch=amd64 signed-by=/etc/apt/k.gpg] file:/srv/one/debian/ trixie main contrib
+deb-src file:/srv/src/debian trixie main
+deb file:/srv/backports bookworm-backports main
+"""
+
+    def test_deb822(self):
+        entries = x86emu.parse_deb822_sources(self.DEB822, "debian.sources")
+        self.assertEqual(len(entries), 3)
+        self.assertEqual(entries[0]["Suites"], ["bookworm", "bookworm-updates"])
+        self.assertEqual(entries[0]["origin"], "debian.sources:1")
+        self.assertEqual(x86emu.debian_archives(entries),
+                         [("file:/srv/mirror/debian", "/usr/share/keyrings/debian-archive-keyring.gpg",
+                           "debian.sources:1")])
+
+    def test_one_line(self):
+        entries = x86emu.parse_one_line_sources(self.ONE_LINE, "sources.list")
+        self.assertEqual(len(entries), 3)
+        self.assertEqual(x86emu.debian_archives(entries), [("file:/srv/one/debian", "/etc/apt/k.gpg", "sources.list:2")])
+
+    def test_disabled_and_foreign_entries_are_skipped(self):
+        text = self.DEB822.replace("Types: deb\n# a comment", "Types: deb\nEnabled: no\n# a comment")
+        self.assertEqual(x86emu.debian_archives(x86emu.parse_deb822_sources(text, "d")), [])
+
+    def test_no_archive_is_a_clear_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "x.list")
+            with open(f, "w") as fh:
+                fh.write("deb file:/srv/other nodistro main\n")
+            with self.assertRaises(x86emu.ToolError) as e:
+                x86emu.system_debian_archive([__import__("pathlib").Path(f)])
+            self.assertIn("--mirror", str(e.exception))
+
+    def test_no_archive_host_in_the_tool(self):
+        with open(os.path.join(TOOLS, "x86-emu.py"), encoding="utf-8") as f:
+            self.assertNotRegex(f.read(), r"https?://")
+
+
 if __name__ == "__main__":
     unittest.main()

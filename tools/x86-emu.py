@@ -7,7 +7,11 @@ CPU models that report them in CPUID. Debian bookworm ships Bochs 2.7, whose CPU
 enable AVX-VNNI, so this tool builds Bochs 3.0 from Debian trixie's source package (once, cached).
 
 Everything comes from Debian's apt repositories through a private apt configuration (nothing is
-installed system-wide) and is cached under target/x86-emu/ of the repository:
+installed system-wide) and is cached under target/x86-emu/ of the repository. The archive is the
+one this machine's own apt configuration names (the URIs of its Debian `main` entries in
+/etc/apt/sources.list and sources.list.d/*.list / *.sources, or --mirror): the tool writes a
+private sources list with that archive for the two suites below (deb for the binaries, deb-src for
+Bochs) and never edits the system's configuration. No archive address is built into the tool.
 
   * bochs 3.0 source (trixie, deb-src), built here with g++/make into a headless binary;
   * bochsbios + vgabios (bookworm): the BIOS and VGA BIOS images;
@@ -48,7 +52,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = REPO / "target" / "x86-emu"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 BIN_SUITE = "bookworm"  # kernel, busybox, isolinux, BIOS images
 SRC_SUITE = "trixie"  # bochs source
@@ -142,18 +145,142 @@ class ToolError(Exception):
 
 
 # ----------------------------------------------------------------------------------------------
+# The archive, from the system's own apt configuration.
+
+# Suite names (and their aliases) of the Debian archive proper; an entry with one of these as its
+# suite (not -updates, -security, -backports) and the `main` component is a Debian archive entry.
+DEBIAN_SUITES = {"buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
+                 "oldoldstable", "oldstable", "stable", "testing", "unstable"}
+
+
+def parse_one_line_sources(text, origin):
+    """Entries of a one-line-style sources file (sources.list, *.list) as dicts with the deb822
+    field names (Types, URIs, Suites, Components, Signed-By, Enabled) plus 'origin'."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        opts = {}
+        m = re.match(r"^(deb|deb-src)\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)\s*(.*)$", line)
+        if not m:
+            continue
+        for o in (m.group(2) or "").split():
+            k, _, v = o.partition("=")
+            opts[k.lower()] = v
+        out.append({"Types": [m.group(1)], "URIs": [m.group(3)], "Suites": [m.group(4)],
+                    "Components": m.group(5).split(), "Signed-By": opts.get("signed-by", ""),
+                    "Enabled": "yes", "origin": f"{origin}:{n}"})
+    return out
+
+
+def parse_deb822_sources(text, origin):
+    """Stanzas of a deb822 .sources file (comments and continuation lines handled)."""
+    out, cur, key, start = [], {}, None, 1
+
+    def flush():
+        if cur:
+            d = {k: v.strip() for k, v in cur.items()}
+            out.append({"Types": d.get("types", "").split(), "URIs": d.get("uris", "").split(),
+                        "Suites": d.get("suites", "").split(),
+                        "Components": d.get("components", "").split(),
+                        "Signed-By": d.get("signed-by", ""),
+                        "Enabled": d.get("enabled", "yes").lower(),
+                        "origin": f"{origin}:{start}"})
+    for n, line in enumerate(text.splitlines() + [""], 1):
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            flush()
+            cur, key = {}, None
+            continue
+        if line[0] in " \t" and key:
+            cur[key] += "\n" + line.strip()
+            continue
+        k, sep, v = line.partition(":")
+        if sep:
+            if not cur:
+                start = n
+            key = k.strip().lower()
+            cur[key] = v.strip()
+    return out
+
+
+def system_source_files():
+    """The system's sources files, where apt itself looks (apt-config), else /etc/apt."""
+    lst, parts = Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d")
+    try:
+        p = subprocess.run(["apt-config", "shell", "L", "Dir::Etc::sourcelist/f",
+                            "P", "Dir::Etc::sourceparts/d"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        vals = dict(re.findall(r"^(L|P)='(.*)'$", p.stdout, re.M))
+        lst = Path(vals.get("L", lst))
+        parts = Path(vals.get("P", parts))
+    except OSError:
+        pass
+    files = [lst] if lst.is_file() else []
+    if parts.is_dir():
+        files += sorted(f for f in parts.iterdir() if f.suffix in (".list", ".sources"))
+    return files
+
+
+def debian_archives(entries):
+    """[(uri, signed_by, origin)] of the enabled binary Debian archive entries with `main`, in the
+    order apt reads them, each URI once."""
+    seen, out = set(), []
+    for e in entries:
+        if e["Enabled"] == "no" or "deb" not in e["Types"] or "main" not in e["Components"]:
+            continue
+        if not any(s in DEBIAN_SUITES for s in e["Suites"]):
+            continue
+        for u in e["URIs"]:
+            if u.startswith("cdrom:") or u in seen:
+                continue
+            seen.add(u)
+            out.append((u.rstrip("/"), e["Signed-By"], e["origin"]))
+    return out
+
+
+def system_debian_archive(files=None):
+    """The Debian archive this machine's apt configuration uses: (uri, signed_by, origin)."""
+    files = system_source_files() if files is None else files
+    entries = []
+    for f in files:
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        entries += (parse_deb822_sources if f.suffix == ".sources"
+                    else parse_one_line_sources)(text, str(f))
+    found = debian_archives(entries)
+    if not found:
+        raise ToolError(
+            "no Debian archive in this machine's apt sources (" +
+            (", ".join(map(str, files)) or "none found") + "): an enabled 'deb' entry with a "
+            "Debian suite (" + ", ".join(sorted(DEBIAN_SUITES)) + ") and the main component is "
+            "needed, or name the archive with --mirror URI")
+    return found[0]
+
+
+# ----------------------------------------------------------------------------------------------
 # Fetching with a private apt configuration.
 
 class Apt:
-    def __init__(self, cache: Path, mirror: str):
+    def __init__(self, cache: Path, mirror):
+        """mirror: None for the system's own Debian archive, else a URI the user gave."""
         self.root = cache / "apt"
-        self.mirror = mirror
+        if mirror:
+            uri, keyring, origin = mirror.rstrip("/"), KEYRING, "--mirror"
+        else:
+            uri, keyring, origin = system_debian_archive()
+        keyring = keyring if keyring and "\n" not in keyring else KEYRING
+        log(f"Debian archive: {uri} (from {origin})")
         for d in ("lists/partial", "archives/partial", "empty"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         src = self.root / "sources.list"
         text = (
-            f"deb [arch=amd64 signed-by={KEYRING}] {mirror} {BIN_SUITE} main\n"
-            f"deb-src [signed-by={KEYRING}] {mirror} {SRC_SUITE} main\n"
+            f"deb [arch=amd64 signed-by={keyring}] {uri} {BIN_SUITE} main\n"
+            f"deb-src [signed-by={keyring}] {uri} {SRC_SUITE} main\n"
         )
         if not src.exists() or src.read_text() != text:
             src.write_text(text)
@@ -1165,8 +1292,8 @@ SIGILL); {EXIT_TIMEOUT} if --timeout expired; {EXIT_EMU_FAILURE} if the emulator
 (no exit marker); 2 for usage errors.
 
 First use downloads (with apt, through a private configuration under CACHE/apt, no system-wide
-install) bochs {BOCHS_UPSTREAM} source from Debian {SRC_SUITE} and builds it (needs g++,
-make; a few minutes), and bochsbios, vgabios, busybox-static, isolinux, syslinux-common and
+install; from the Debian archive that this machine's apt sources name, or --mirror) bochs
+{BOCHS_UPSTREAM} source from Debian {SRC_SUITE} and builds it (needs g++, make; a few minutes), and bochsbios, vgabios, busybox-static, isolinux, syslinux-common and
 linux-image-amd64's kernel from Debian {BIN_SUITE}. Later runs only boot: a few seconds.
 
 Examples:
@@ -1199,7 +1326,10 @@ Examples:
                     default=Path(os.environ.get("X86EMU_CACHE", DEFAULT_CACHE)),
                     help=f"where downloads, the Bochs build and run directories go "
                     f"(default $X86EMU_CACHE or {DEFAULT_CACHE})")
-    ap.add_argument("--mirror", default=DEBIAN_MIRROR, help=f"Debian mirror (default {DEBIAN_MIRROR})")
+    ap.add_argument("--mirror", metavar="URI",
+                    help="Debian archive to fetch from (default: the first Debian archive with "
+                    "the main component in this machine's apt sources, /etc/apt/sources.list and "
+                    "sources.list.d/*.list, *.sources; its Signed-By keyring is used too)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2,
                     help="make -j for the one-time Bochs build")
     ap.add_argument("--bzimage-boot", action="store_true",
