@@ -55,14 +55,19 @@ X86_CORES = {"haswell": "HWPort", "alderlake": "ADLPPort", "sapphirerapids": "SP
 STOCK_ARM = {"instr": 72, "cycles": {"neoverse-v2": 12.6, "neoverse-n1": 25.1, "neoverse-n2": 25.13,
                                      "neoverse-v1": 15.17, "ampere1": 24.66}}
 # Stock x86 yardstick: the newest fork's x86 ggml_vec_dot_pq2_0_q8_K (arch/x86/quants.c, AVX2 and
-# AVX-VNNI branches), clang-19 -O3, its inner loop (one 128-weight block per iteration) in
-# llvm-mca-19. AVX2 branch: built with -march=haswell (65 instructions); VNNI branch: -march=alderlake
-# (vpdpbusd VEX, 53 instructions) on alderlake, -march=sapphirerapids (EVEX ymm, 44 instructions) on
-# sapphirerapids and znver4. Each of our kernels is compared with the branch of its own ISA level.
+# AVX-VNNI branches) in our harness (YARDSTICK_HARNESS), clang-19 -O3, its inner loop (one 128-weight
+# block per iteration) in llvm-mca-19, each built for the core it is modeled on: VNNI branch with
+# -march=CORE (alderlake: VEX vpdpbusd ymm; sapphirerapids, znver4: EVEX vpdpbusd ymm), AVX2 branch
+# with -march=CORE -mno-avxvnni -mno-avx512vnni (haswell: plain). Recorded 2026-12-01 with
+# `--stock-source` on that file (fork commit 04e39def); the run with --stock-source FILE rebuilds them.
+# (Until then the VNNI branch on znver4 was the sapphirerapids build, VEX-encoded where Zen 4 has no
+# AVX-VNNI: 8.17 cycles, 8.82 in this harness; built for Zen 4 it is 18.14.) Each of our kernels is
+# compared with the branch of its own ISA level.
 STOCK_X86 = {
-    "avx2": {"instr": 65, "cycles": {"haswell": 22.15, "alderlake": 16.59, "sapphirerapids": 16.59, "znver4": 15.14}},
-    "vnni": {"instr": {"alderlake": 53, "sapphirerapids": 44, "znver4": 44},
-             "cycles": {"alderlake": 21.14, "sapphirerapids": 21.14, "znver4": 8.17}},
+    "avx2": {"instr": {"haswell": 67, "alderlake": 67, "sapphirerapids": 58, "znver4": 59},
+             "cycles": {"haswell": 22.16, "alderlake": 18.3, "sapphirerapids": 16.73, "znver4": 11.84}},
+    "vnni": {"instr": {"alderlake": 55, "sapphirerapids": 46, "znver4": 47},
+             "cycles": {"alderlake": 21.14, "sapphirerapids": 21.14, "znver4": 18.14}},
 }
 
 # ARM kernels: symbol fragment, label, MAC instruction, MACs per 128-weight block, outputs per block
@@ -227,8 +232,18 @@ def check_model(triple, core, expected):
     return MODELS[expected]
 
 
-def model_rows(asm, kernels, triple, cores, comment, stock_for, has_isa):
-    """Prints and returns the table rows of `kernels` on `cores`."""
+def mac_key(mac, line):
+    """'vpdpbusd zmm mem' for a loop line: the MAC, its width, whether an operand is in memory. The VEX
+    form ({vex}, AVX-VNNI) is its own key: no core here was measured with it."""
+    width = "zmm" if "%zmm" in line else "ymm" if "%ymm" in line else "xmm"
+    vex = "{vex} " if "{vex}" in line else ""
+    return f"{vex}{mac} {width}" + (" mem" if "(" in line else "")
+
+
+def model_rows(asm, kernels, triple, cores, comment, stock_for, has_isa, limits=None):
+    """Prints and returns the table rows of `kernels` on `cores`. LIMITS: {core: {"vpdpbusd zmm": per
+    cycle, ...}} measured issue rates; where a row's MAC instructions all have one, the row also shows
+    the cycles they need at that measured rate over the loop's modeled cycles."""
     rows = []
     for k in kernels:
         frag, label, mac, per_block, outputs = k[:5]
@@ -249,11 +264,217 @@ def model_rows(asm, kernels, triple, cores, comment, stock_for, has_isa):
             s_ins, s_cyc = stock_for(k, core)
             r_ins = per_ins / s_ins if s_ins else float("nan")
             r_cyc = per_cyc / s_cyc if s_cyc else float("nan")
-            print(f"{label:34} {core:15} {per_ins:6.2f} {r_ins:7.3f}x {per_cyc:7.2f} {r_cyc:7.3f}x {100 * issue:8.0f}%")
+            meas = ""
+            issue_meas = None
+            if limits is not None:
+                lim = limits.get(core, {})
+                macs = [l for l in instructions(snippet.splitlines()) if mnemonic(l) == mac]
+                rates = [lim.get(mac_key(mac, l)) for l in macs]
+                if rates and all(rates):
+                    issue_meas = sum(1 / r for r in rates) / cyc
+                meas = f" {100 * issue_meas:8.0f}%" if issue_meas is not None else f" {'-':>9}"
+            print(f"{label:34} {core:15} {per_ins:6.2f} {r_ins:7.3f}x {per_cyc:7.2f} {r_cyc:7.3f}x {100 * issue:8.0f}%{meas}")
             rows.append(dict(kernel=label, symbol=frag, core=core, instr_per_128_per_output=per_ins, cycles_per_128_per_output=per_cyc,
                              instr_ratio_vs_stock=r_ins, cycle_ratio_vs_stock=r_cyc, mac_issue_fraction=issue,
+                             mac_issue_fraction_measured_limit=issue_meas,
                              loop_instructions=ins, loop_cycles=cyc, macs_per_loop=n_mac, blocks_per_loop=blocks))
     return rows
+
+
+# ---- stock's x86 loop, built for the core it models ----
+
+# Our harness around the fork's function (the fork's source itself is read from --stock-source, never
+# kept here): the types and macros the function uses, as ggml defines them on x86.
+YARDSTICK_HARNESS = r"""
+#include <immintrin.h>
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#define GGML_RESTRICT __restrict
+#define UNUSED(x) (void)(x)
+#define QK_K 256
+#define QK_PQ2_0 128
+typedef struct { uint16_t d; uint8_t qs[32]; } block_pq2_0;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } block_q8_K;
+#define GGML_CPU_FP16_TO_FP32(h) _cvtsh_ss(h)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#  define GGML_DPBUSD_256(acc, a, b) _mm256_dpbusd_epi32(acc, a, b)
+#elif defined(__AVXVNNI__)
+#  define GGML_DPBUSD_256(acc, a, b) _mm256_dpbusd_avx_epi32(acc, a, b)
+#endif
+"""
+YARDSTICK_FUNCS = ["hsum_float_8", "pq2k_dpbusd_acc", "ggml_vec_dot_pq2_0_q8_K"]
+# -march for the branch: "vnni" = the core as it is; "avx2" = the core without any VNNI (the AVX2
+# branch of the same function, built for that core's other instructions and tuning)
+YARDSTICK_NO_VNNI = ["-mno-avxvnni", "-mno-avx512vnni"]
+
+
+def c_function(src, name):
+    """The text of C function NAME (signature to its closing brace) in SRC, or None."""
+    m = re.search(r"^[^\n;{}]*\b" + re.escape(name) + r"\s*\([^;{]*\)\s*\{", src, re.M)
+    if not m:
+        return None
+    depth, i = 0, m.end() - 1
+    while i < len(src):
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[m.start():i + 1]
+        i += 1
+    return None
+
+
+def build_yardstick(source, core, branch):
+    """Stock's ggml_vec_dot_pq2_0_q8_K from SOURCE (a fork's arch/x86/quants.c) built with clang-19 -O3
+    -march=CORE (without VNNI for the AVX2 branch); its one-block loop as a llvm-mca snippet, with the
+    instruction it multiplies with and the blocks per iteration."""
+    text = open(source, encoding="utf-8", errors="replace").read()
+    funcs = [c_function(text, f) for f in YARDSTICK_FUNCS]
+    if not all(funcs):
+        sys.exit(f"cycle-model: {source} lacks " + ", ".join(f for f, b in zip(YARDSTICK_FUNCS, funcs) if not b) +
+                 " (it must be the fork's ggml/src/ggml-cpu/arch/x86/quants.c with the PQ2_0 x Q8_K AVX2 dot)")
+    os.makedirs(OUT, exist_ok=True)
+    c = os.path.join(OUT, "yardstick.c")
+    with open(c, "w") as f:
+        f.write(YARDSTICK_HARNESS + "\n\n".join(funcs) + "\n")
+    flags = [f"-march={core}"] + (YARDSTICK_NO_VNNI if branch == "avx2" else [])
+    r = subprocess.run(["clang-19", "-O3", *flags, "-S", "-o", "-", c], text=True, capture_output=True)
+    if r.returncode != 0:
+        sys.exit(f"cycle-model: clang-19 {' '.join(flags)} failed on the yardstick:\n{r.stderr[:800]}")
+    asm = r.stdout.splitlines()
+    start = next(i for i, l in enumerate(asm) if l.startswith("ggml_vec_dot_pq2_0_q8_K:"))
+    end = next(i for i in range(start, len(asm)) if asm[i].startswith(".Lfunc_end"))
+    body = asm[start:end]
+    for mac in ("vpdpbusd", "vpmaddubsw"):
+        picked = pick_loop(body, mac, 8)
+        if picked:
+            lo, hi, n_mac = picked
+            return loop_text(body, lo, hi, "#"), mac, n_mac // 8, " ".join(flags)
+    sys.exit(f"cycle-model: no loop with 8 vpdpbusd/vpmaddubsw per block in the yardstick built with {flags}")
+
+
+def model_yardsticks(source, cores):
+    """STOCK_X86-shaped figures from SOURCE, each branch built for the core it is modeled on."""
+    res = {"avx2": {"instr": {}, "cycles": {}, "flags": {}}, "vnni": {"instr": {}, "cycles": {}, "flags": {}}}
+    for branch, has in (("avx2", lambda c: True), ("vnni", lambda c: c != "haswell")):
+        for core in cores:
+            if not has(core):
+                continue
+            snippet, mac, blocks, flags = build_yardstick(source, core, branch)
+            ins, cyc = mca(snippet, "x86_64", core)
+            res[branch]["instr"][core] = round(ins / blocks, 2)
+            res[branch]["cycles"][core] = round(cyc / blocks, 2)
+            res[branch]["flags"][core] = flags
+    return res
+
+
+# ---- the host's measured MAC issue rates (x86-64) ----
+
+# Independent accumulator chains (more than latency x issue width), one instruction per line; the
+# same loop timed here and given to llvm-mca, so the two figures are of the same code.
+# Each register form and the memory form the kernels use (a broadcast 4-byte group for vpdpbusd; the
+# loads come from the stack, always mapped). Keys: MAC, width, " mem" for a memory operand (mac_key).
+MICRO_OPS = {
+    "vpdpbusd zmm": ("vpdpbusd %zmm14, %zmm15, %zmm{r}", "avx512vnni"),
+    "vpdpbusd zmm mem": ("vpdpbusd (%rsp){{1to16}}, %zmm15, %zmm{r}", "avx512vnni"),
+    "vpdpbusd ymm": ("vpdpbusd %ymm14, %ymm15, %ymm{r}", "avx512vnni"),
+    "vpdpbusd ymm mem": ("vpdpbusd (%rsp){{1to8}}, %ymm15, %ymm{r}", "avx512vnni"),
+    "vpmaddubsw ymm": ("vpmaddubsw %ymm14, %ymm15, %ymm{r}", None),
+    "vpmaddubsw ymm mem": ("vpmaddubsw (%rsp), %ymm15, %ymm{r}", None),
+}
+MICRO_CHAINS = 12
+MICRO_C = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static inline uint64_t tsc(void) { unsigned lo, hi; __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)); return ((uint64_t) hi << 32) | lo; }
+#define N 500000L
+static void ops(long n) { __asm__ volatile("1:\n" BODY "dec %0\n jnz 1b\n" : "+r"(n) :: "cc" CLOBBER); }
+static void adds(long n) {   /* a chain of dependent adds: one core cycle each */
+    __asm__ volatile("1:\n" ADDS "dec %0\n jnz 1b\n" : "+r"(n) :: "rax", "cc");
+}
+int main(void) {
+    double t_ops = 1e9, t_add = 1e9; uint64_t c_ops = 0;
+    for (int r = 0; r < 300; r++) {   /* shortest of many short runs: runs the scheduler did not cut */
+        double t0 = now(); uint64_t c0 = tsc(); ops(N); uint64_t c1 = tsc(); double t1 = now();
+        if (t1 - t0 < t_ops) { t_ops = t1 - t0; c_ops = c1 - c0; }
+        t0 = now(); adds(N); t1 = now();
+        if (t1 - t0 < t_add) t_add = t1 - t0;
+    }
+    double n = (double) CHAINS * N;
+    printf("%.4f %.4f %.4f %.4f\n", n / t_ops / 1e9, n / t_add / 1e9, n / (double) c_ops, (double) c_ops / t_ops / 1e9);
+    return 0;
+}
+"""
+
+
+def host_core():
+    """The llvm-mca -mcpu of this machine's core when the tool knows it (Zen 4 from AMD family 25 with
+    AVX-512; Zen 5 family 26), else None."""
+    try:
+        info = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return None
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", info, re.M)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", info, re.M)
+    flags = set((re.search(r"^flags\s*:(.*)$", info, re.M) or re.match("()", "")).group(1).split())
+    if vendor and vendor.group(1) == "AuthenticAMD" and family and "avx512f" in flags:
+        return {25: "znver4", 26: "znver5"}.get(int(family.group(1)))
+    return None
+
+
+def measure_issue(flags):
+    """{op: (per core cycle, per TSC cycle, core GHz, TSC GHz)} measured on this machine, for the ops
+    whose ISA it has."""
+    res = {}
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang-19")
+    if not cc:
+        return res
+    os.makedirs(OUT, exist_ok=True)
+    for op, (insn, isa) in MICRO_OPS.items():
+        if isa == "avx512vnni" and "avx512_vnni" not in flags:
+            continue
+        body = "".join('"' + insn.format(r=r).replace("%", "%%").replace("{", "%{").replace("}", "%}") + '\\n" '
+                       for r in range(MICRO_CHAINS))   # extended asm: %% for %, %{ %} for braces
+        reg = "zmm" if "zmm" in insn else "ymm"
+        clobber = "".join(f', "{reg}{r}"' for r in range(MICRO_CHAINS))
+        adds = '"add $1, %%rax\\n" ' * MICRO_CHAINS
+        src = (f"#define BODY {body}\n#define CLOBBER {clobber}\n#define ADDS {adds}\n"
+               f"#define CHAINS {MICRO_CHAINS}\n" + MICRO_C)
+        c, exe = os.path.join(OUT, "issue.c"), os.path.join(OUT, "issue")
+        with open(c, "w") as f:
+            f.write(src)
+        r = subprocess.run([cc, "-O2", c, "-o", exe], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"cycle-model: building the issue-rate microbenchmark failed:\n{r.stderr[:800]}")
+        per_ns, ghz, per_tsc, tsc_ghz = map(float, subprocess.run([exe], capture_output=True, text=True,
+                                                                   check=True).stdout.split())
+        res[op] = (per_ns / ghz, per_tsc, ghz, tsc_ghz)
+    return res
+
+
+AVX512_CORES = {"sapphirerapids", "znver4", "znver5", "icelake-server"}
+
+
+def modeled_issue(core):
+    """{op: per cycle} that llvm-mca-19 -mcpu=CORE gives the microbenchmark's loop (the ops of the ISA
+    the core has)."""
+    res = {}
+    for op, (insn, isa) in MICRO_OPS.items():
+        if isa == "avx512vnni" and core not in AVX512_CORES:
+            continue
+        snippet = "".join(f"{insn.format(r=r)}\n" for r in range(MICRO_CHAINS))
+        ins, cyc = mca(snippet, "x86_64", core)
+        res[op] = ins / cyc
+    return res
+
+
+# Measured elsewhere, recorded: issue 18 / NOTES 5c, one core of an Emerald Rapids Xeon (Raptor Cove,
+# the Sapphire Rapids core family), 1 thread: vpdpbusd zmm about 123 MAC per cycle (64 MAC each: 1.92
+# per cycle), ymm about 63 (32 MAC each: 1.97 per cycle).
+RECORDED_ISSUE = {"sapphirerapids": {"vpdpbusd zmm": 123 / 64, "vpdpbusd ymm": 63 / 32},
+                  "source": "issue 18's measurement on an Emerald Rapids core; register/memory form not recorded"}
 
 
 # ---- outside-loop instructions per call (aarch64, qemu) ----
@@ -376,6 +597,11 @@ def main():
     ap.add_argument("--no-outside-loop", action="store_true", help="skip the outside-loop line (it builds a test driver and runs qemu)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get llvm-19 / the aarch64 toolchain when missing")
     ap.add_argument("--json", metavar="FILE", help="also write the tables as JSON")
+    ap.add_argument("--stock-source", metavar="QUANTS_C",
+                    help="the fork's ggml/src/ggml-cpu/arch/x86/quants.c with ggml_vec_dot_pq2_0_q8_K: build the x86 "
+                         "yardstick from it for each core (clang-19 -O3 -march=CORE) instead of the recorded figures")
+    ap.add_argument("--no-measure", action="store_true",
+                    help="do not time this machine's vpdpbusd/vpmaddubsw issue rates (x86-64 Linux; about 10 s)")
     ap.add_argument("--show-loop", metavar="KERNEL",
                     help="print the extracted loop of one kernel and exit: a part of its table label or symbol, "
                          "e.g. 'gemv', 'T2P gemm 4x8', 'ptq1_0x4_4x1_q8_k_dotprod', 'X16 gemv (AVX2)' (the first match)")
@@ -420,20 +646,71 @@ def main():
         print()
         print("x86-64 (X16 layout; one loop iteration = one 16-row x 128-weight block per column), rows only on cores with the ISA")
         print("scheduling models: " + ", ".join(f"-mcpu={c}: {out['models'][c]}" for c in x86_cores))
-        a, v = STOCK_X86["avx2"], STOCK_X86["vnni"]
-        print(f"stock yardstick (x86 ggml_vec_dot_pq2_0_q8_K): AVX2 branch {a['instr']} instructions, cycles " +
-              ", ".join(f"{c} {a['cycles'][c]}" for c in x86_cores if c in a["cycles"]) + "; VNNI branch " +
-              ", ".join(f"{c} {v['instr'][c]} instr {v['cycles'][c]} cycles" for c in x86_cores if c in v["cycles"]))
-        print(hdr)
-        print("-" * len(hdr))
+        stock_x86 = STOCK_X86
+        if args.stock_source:
+            stock_x86 = model_yardsticks(args.stock_source, x86_cores)
+            out["stock_x86"] = stock_x86
+            how = f"built now from {args.stock_source}"
+        else:
+            how = "recorded figures (--stock-source QUANTS_C rebuilds them)"
+        a, v = stock_x86["avx2"], stock_x86["vnni"]
+        print(f"stock yardstick (x86 ggml_vec_dot_pq2_0_q8_K, clang-19 -O3, each built for the core it is modeled on; {how}):")
+        print("  AVX2 branch (-march=CORE without VNNI): " +
+              ", ".join(f"{c} {a['instr'][c]:g} instr {a['cycles'][c]} cycles" for c in x86_cores if c in a["cycles"]))
+        print("  VNNI branch (-march=CORE): " +
+              ", ".join(f"{c} {v['instr'][c]:g} instr {v['cycles'][c]} cycles" for c in x86_cores if c in v["cycles"]))
+
+        # issue rates: llvm-mca's model of a loop of independent MAC instructions, and the same loop timed here
+        limits = {c: {k2: v for k, v in r.items() for k2 in (k, k + " mem")}
+                  for c, r in RECORDED_ISSUE.items() if c in x86_cores and isinstance(r, dict)}
+        here = host_core()
+        measured = {}
+        if not args.no_measure and here and here in x86_cores:
+            flags = set((open("/proc/cpuinfo").read().split("flags", 1)[1].split("\n", 1)[0]).split())
+            measured = measure_issue(flags)
+            limits[here] = {op: m[0] for op, m in measured.items()}
+        out["issue"] = {"modeled": {}, "measured": {here: measured} if measured else {}, "recorded": RECORDED_ISSUE}
+        print(f"MAC issue rate per core cycle ({MICRO_CHAINS} independent chains): llvm-mca-19 model | measured")
+        off = []
+        for c in x86_cores:
+            model = modeled_issue(c)
+            out["issue"]["modeled"][c] = model
+            cells = []
+            for op, rate in model.items():
+                if c == here and op in measured:
+                    seen = f"{measured[op][0]:.2f} measured here"
+                    if not 0.67 <= rate / measured[op][0] <= 1.5:
+                        off.append(f"{op} {rate:.2f} modeled, {measured[op][0]:.2f} measured")
+                elif c in RECORDED_ISSUE and op in RECORDED_ISSUE[c]:
+                    seen = f"{RECORDED_ISSUE[c][op]:.2f} ({RECORDED_ISSUE['source']})"
+                else:
+                    seen = "not measured"
+                cells.append(f"{op} {rate:.2f} | {seen}")
+            print(f"  {c:15} " + "; ".join(cells))
+        if measured:
+            m0 = next(iter(measured.values()))
+            print(f"  measured here ({here}): the shortest of 300 runs of 6M instructions; per core cycle from a chain of "
+                  f"dependent adds timed the same way (1 cycle each: core {m0[2]:.2f} GHz), since the TSC ticks at a fixed "
+                  f"{m0[3]:.2f} GHz, not at the core's clock; per TSC cycle: " +
+                  ", ".join(f"{op} {m[1]:.2f}" for op, m in measured.items()))
+        if off:
+            print(f"  NOTE: llvm-mca-19's {here} model is off for " + "; ".join(off) + ": loops with those forms are "
+                  "modeled too slow (stock's VNNI branch built for this core has 8 register-form ymm vpdpbusd per block, "
+                  "so its modeled cycles, and the 'x stock' of the VNNI rows on this core, flatter ggml-t2p)")
+        if "sapphirerapids" in x86_cores:
+            print("  NOTE: llvm-mca-19 models Sapphire Rapids at 1 zmm vpdpbusd per cycle where the core issues about 2 "
+                  f"({RECORDED_ISSUE['source']}): its zmm rows are modeled too slow")
+        print(hdr + f" {'meas. lim':>9}")
+        print("-" * (len(hdr) + 10))
 
         def stock(k, c):
-            s = STOCK_X86[k[5]]
-            ins = s["instr"] if isinstance(s["instr"], int) else s["instr"][c]
-            return ins, s["cycles"][c]
+            s = stock_x86[k[5]]
+            return s["instr"][c], s["cycles"][c]
 
-        out["x86"] = model_rows(asm, X86_KERNELS, "x86_64", x86_cores, "#", stock, lambda k, c: c in k[6])
+        out["x86"] = model_rows(asm, X86_KERNELS, "x86_64", x86_cores, "#", stock, lambda k, c: c in k[6], limits)
         print("x stock: against stock's branch of the same ISA level (AVX2 kernels: the AVX2 branch; VNNI kernels: the VNNI branch)")
+        print("meas. lim: the loop's MAC instructions at the measured issue rate (above) over the loop's modeled cycles;")
+        print("'-' where no rate was measured for that core")
     print("MAC issue: the loop's sdot/smmla/vpdpbusd/vpmaddubsw instructions x their reciprocal throughput on the core")
     print("(llvm-mca's RThroughput, as they are written in the loop), over the loop's modeled cycles (100% = the loop")
     print("runs at the MAC instructions' issue limit).")
