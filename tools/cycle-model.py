@@ -609,6 +609,10 @@ def main():
     cores = [c for c in args.cores.split(",") if c]
     x86_cores = [c for c in args.x86_cores.split(",") if c]
     ensure_tools(not args.no_install)
+    if args.stock_source and not shutil.which("clang-19"):
+        sys.exit("cycle-model: --stock-source needs clang-19 (Debian: apt-get install clang-19)")
+    if args.stock_source and not os.path.isfile(args.stock_source):
+        sys.exit(f"cycle-model: --stock-source {args.stock_source}: no such file")
 
     if args.show_loop:
         want = args.show_loop.lower()

@@ -453,8 +453,8 @@ def get_binaries(args, llama, build, times, no_amx):
     return bins
 
 
-def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times):
-    """tools/ab.py, then tools/ppl-check.py. Returns a dict: ab (status, result), ppl (status, result),
+def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times, no_amx=False):
+    """tools/ab.py, then tools/ppl-check.py (NO_AMX: the build leaves ggml's AMX code out). Returns a dict: ab (status, result), ppl (status, result),
     ppl_what, state (the plugin's in B), crash (the first run's diagnosis that died by a signal, or
     None) and crash_where (which tool's run)."""
     os.makedirs(out, exist_ok=True)
@@ -467,7 +467,7 @@ def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, ti
     say("tools/ab.py " + " ".join(ab_argv))
     t0 = time.monotonic()
     ab_status, ab_res = ab.run(ab_argv)
-    times.append(("ab", time.monotonic() - t0))
+    times.append(("ab" + (" (no AMX)" if no_amx else ""), time.monotonic() - t0))
     state = ab_res["states"].get("B", ("none", tc.NO_LINE))[0] if ab_status == 0 else "none"
     crash = ab_res.get("crash")
     where = f"ab.py {ab_res.get('failed', '')}".strip() if crash else None
@@ -481,7 +481,7 @@ def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, ti
         ppl_what = "A = GGML_T2P_KERNEL=ref (the library's scalar reference) vs B = the best kernels"
     if runner:
         ppl_argv += ["--runner", " ".join(runner)]
-    if crash and tc.amx_workaround(crash, args.amx_workaround, False, cross=args.cross_aarch64)[0] == "rebuild":
+    if crash and tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=args.cross_aarch64)[0] == "rebuild":
         # the same stock code runs first in llama-perplexity: no point in crashing a second time
         say("bit-check skipped: the A/B died by the fork's known AMX crash; the workaround follows")
         ppl_status, ppl_res = 1, {"lines": [], "states": {}, "pass": False,
@@ -491,7 +491,7 @@ def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, ti
         say("tools/ppl-check.py " + " ".join(ppl_argv))
         t0 = time.monotonic()
         ppl_status, ppl_res = ppl.run(ppl_argv)
-        times.append(("ppl-check", time.monotonic() - t0))
+        times.append(("ppl-check" + (" (no AMX)" if no_amx else ""), time.monotonic() - t0))
         if not crash and ppl_res.get("crash"):
             crash, where = ppl_res["crash"], f"ppl-check.py {ppl_res.get('failed', '')}".strip()
     return {"ab": (ab_status, ab_res), "ppl": (ppl_status, ppl_res), "ppl_what": ppl_what, "state": state,
@@ -627,7 +627,7 @@ def main(argv=None):
         step(7, total, "A/B speed (tools/ab.py), then the bit-check (tools/ppl-check.py)")
         expect = cpu_expectation(args)
         say(f"expected: {expect}")
-        runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times)
+        runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times, no_amx)
         crash = runs["crash"]
         action, reason = tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=args.cross_aarch64)
         if crash:
@@ -636,20 +636,22 @@ def main(argv=None):
             first_build = build
             build = (os.path.abspath(args.build_dir) if args.build_dir else os.path.join(llama, "build-t2p")) \
                 + "-noamx"
-            say(f"WORKAROUND: {reason}; building in {build}")
+            made = "the build already there (--no-build) in" if args.no_build else "a build in"
+            say(f"WORKAROUND: {reason}; {made} {build}")
             facts["workaround"] = (f"{runs['crash_where']} in {first_build} died by the fork's known stock AMX "
-                                   f"crash; rebuilt in {build} with {tc.AMX_OFF_FLAGS} (ggml's AMX code left "
-                                   "out; stock uses its AVX-512 code for those weights, in both columns) and "
-                                   "ran everything again there: the results below are from that build")
+                                   f"crash; ran everything again in {made} {build} with {tc.AMX_OFF_FLAGS} "
+                                   "(ggml's AMX code left out; stock uses its AVX-512 code for those weights, in "
+                                   "both columns): the results below are from that build")
             step("4b", total, "configure and build without ggml's AMX code (workaround)")
             no_amx = True
             bins = get_binaries(args, llama, build, times, no_amx)
             if not args.out:
                 out = os.path.join(build, "t2p-runs")
             step("7b", total, "A/B and bit-check again, in the build without ggml's AMX code")
-            runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times)
+            runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times, no_amx)
             if runs["crash"]:
-                facts["crash2"] = f"{runs['crash_where']} (build without AMX): {runs['crash']['text']}"
+                why = tc.amx_workaround(runs["crash"], args.amx_workaround, True, cross=args.cross_aarch64)[1]
+                facts["crash2"] = f"{runs['crash_where']} (build without AMX): {runs['crash']['text']}; {why}"
         elif crash and crash["amx"]:
             facts["workaround"] = f"not applied: {reason}"
         elif no_amx:
