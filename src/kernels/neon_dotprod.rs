@@ -40,7 +40,7 @@
 use super::act_pack::{ActBlockX4, ActDup};
 use super::asm::{load_f16x4, sdot};
 use super::decode::{apply, lane_f32, pick_seed, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 

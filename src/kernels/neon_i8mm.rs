@@ -26,7 +26,7 @@
 use super::act_pack::ActBlockX4;
 use super::asm::smmla_2x2_ldp;
 use super::decode::{apply, pick_seed, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 

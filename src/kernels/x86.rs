@@ -1,5 +1,5 @@
-//! The X16 tile body shared by the three x86 levels ([`super::x86_avx2`], [`super::x86_avxvnni`],
-//! [`super::x86_avx512vnni`]). Each level implements [`Isa`] (a handful of `#[inline(always)]`
+//! The X16 tile body shared by the three x86 levels ([`super::x86_avx2`] and the two VNNI widths
+//! of [`super::x86_vnni`]). Each level implements [`Isa`] (a handful of `#[inline(always)]`
 //! register operations) and instantiates [`gemm_x16`] inside its own `#[target_feature]` function,
 //! so the whole body compiles to that level's instructions.
 //!
@@ -24,7 +24,7 @@
 //! the reference bits. Tiles of several columns share each decoded word.
 
 use super::act_pack::Q8Half;
-use super::Job;
+use super::operands::Job;
 use crate::format::{BlockX16, X16_ROWS};
 use half::f16;
 
