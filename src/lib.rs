@@ -30,6 +30,7 @@
 //! `extern "C"`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![warn(missing_docs)]
 
 pub mod format;

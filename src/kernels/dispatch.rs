@@ -117,7 +117,7 @@ pub unsafe fn gemm_raw(
             Job { w: $blocks, nb, n_rows, act: a.elements::<$act>(), n_cols, out, tiles }
         };
     }
-    // SAFETY (every arm): validated above; the level is available; the caller owns the rows.
+    // SAFETY: (every arm) validated above; the level is available; the caller owns the rows.
     unsafe {
         match (*w, a.format) {
             (PackedWeights::T2p { blocks, .. }, ActFormat::Halves) => {
@@ -142,10 +142,13 @@ pub unsafe fn gemm_raw(
 unsafe fn run_x16(level: KernelLevel, job: Job<'_, BlockX16, Q8Half>) {
     match level {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2, FMA and F16C available (the level is); `job` validated (function contract).
         KernelLevel::Avx2 => unsafe { x86_avx2::run(job) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-VNNI and the AVX2 set available (the level is); `job` validated.
         KernelLevel::AvxVnni => unsafe { x86_vnni::run_avxvnni(job) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512 F/BW/VL/VNNI and the AVX2 set available (the level is); `job` validated.
         KernelLevel::Avx512Vnni => unsafe { x86_vnni::run_avx512vnni(job) },
         _ => scalar::gemm_x16_16xn_q8_k_generic(job),
     }

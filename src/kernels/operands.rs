@@ -157,8 +157,9 @@ pub(crate) struct OutPtr {
 }
 
 // SAFETY: an OutPtr is only written through at rows a job owns; parallel jobs own disjoint row
-// ranges (see gemm_par), so sharing it across threads cannot race.
+// ranges (see gemm_par), so moving it to another thread cannot race.
 unsafe impl Send for OutPtr {}
+// SAFETY: as for Send: shared references only let each job write its own rows.
 unsafe impl Sync for OutPtr {}
 
 impl OutPtr {

@@ -145,7 +145,7 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
 pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>) {
     for t in job.tiles.clone() {
         let mut c0 = 0;
-        // SAFETY (each call): c0 + width <= n_cols by the loop conditions; the rest is forwarded.
+        // SAFETY: (each call) c0 + width <= n_cols by the loop conditions; the rest is forwarded.
         unsafe {
             while c0 + NC <= job.n_cols {
                 tile::<I, R, NC>(job, t, c0);
