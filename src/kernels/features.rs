@@ -4,6 +4,7 @@
 
 use crate::repack::{Layout, SourceType};
 use crate::Error;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 /// CPU features the kernels care about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -26,7 +27,19 @@ pub struct CpuFeatures {
 }
 
 /// Features a caller promised through [`assume_kernel`] (bits as in [`CpuFeatures::bits`]).
-static ASSUMED: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+static ASSUMED: AtomicU32 = AtomicU32::new(0);
+
+/// What the OS reported ([`CpuFeatures::query_os`]), asked once per process: [`CACHE_VALID`],
+/// [`CACHE_AMD`] and the [`CpuFeatures::bits`]; 0 until the first question. Every gemv/gemm call
+/// checks its level's features, and `cpuid` exits to the hypervisor in a VM (4-5.5% of decode
+/// time when it was asked per call), so the answer is kept. A plain atomic, no lock: threads that
+/// race the first question store the same value; a child after `fork()` inherits the parent's
+/// value, or asks itself when the parent had not asked yet; nothing can be left half-written.
+static OS_CACHE: AtomicU32 = AtomicU32::new(0);
+/// [`OS_CACHE`] holds an answer.
+const CACHE_VALID: u32 = 1 << 31;
+/// [`OS_CACHE`]: the CPU vendor is AMD.
+const CACHE_AMD: u32 = 1 << 30;
 
 /// Windows on ARM reports CPU features through `IsProcessorFeaturePresent` only. Rust's
 /// `is_aarch64_feature_detected!("i8mm")` asks nothing there (std_detect up to at least Rust 1.96
@@ -53,14 +66,30 @@ mod windows_arm {
 impl CpuFeatures {
     /// Features the kernels may use on the running CPU: what the OS reports ([`CpuFeatures::os`])
     /// plus what a caller promised with [`assume_kernel`].
+    /// Two atomic loads once the OS has been asked (the first call in the process asks).
+    #[inline]
     pub fn detect() -> Self {
-        Self::os().union(Self::from_bits(ASSUMED.load(core::sync::atomic::Ordering::Relaxed)))
+        Self::os().union(Self::from_bits(ASSUMED.load(Ordering::Relaxed)))
     }
 
-    /// Features of the running CPU as the OS reports them (run-time detection): Linux and
-    /// Android HWCAPs, macOS `hw.optional.arm.FEAT_*`, Windows `IsProcessorFeaturePresent`
-    /// (through std, plus PF 66 for i8mm here), x86 `cpuid`.
+    /// Features of the running CPU as the OS reports them ([`CpuFeatures::query_os`]), asked
+    /// once per process and kept.
+    #[inline]
     pub fn os() -> Self {
+        let c = OS_CACHE.load(Ordering::Relaxed);
+        if c & CACHE_VALID != 0 {
+            return CpuFeatures { amd: c & CACHE_AMD != 0, ..Self::from_bits(c & !(CACHE_VALID | CACHE_AMD)) };
+        }
+        let f = Self::query_os();
+        OS_CACHE.store(CACHE_VALID | if f.amd { CACHE_AMD } else { 0 } | f.bits(), Ordering::Relaxed);
+        f
+    }
+
+    /// Asks the OS, every time (run-time detection): Linux and Android HWCAPs, macOS
+    /// `hw.optional.arm.FEAT_*`, Windows `IsProcessorFeaturePresent` (through std, plus PF 66 for
+    /// i8mm here), x86 `cpuid`. [`CpuFeatures::os`] keeps the first answer.
+    #[cold]
+    pub fn query_os() -> Self {
         #[allow(unused_mut)]
         let mut f = CpuFeatures::default();
         #[cfg(target_arch = "aarch64")]
@@ -290,7 +319,7 @@ pub fn assume_on(level: KernelLevel, os: CpuFeatures, unknown: CpuFeatures) -> R
 /// never assumed (`Unsupported`); a level that is available already changes nothing.
 pub fn assume_kernel(level: KernelLevel) -> Result<(), Error> {
     let add = assume_on(level, CpuFeatures::os(), CpuFeatures::unknown())?;
-    ASSUMED.fetch_or(add.bits(), core::sync::atomic::Ordering::Relaxed);
+    ASSUMED.fetch_or(add.bits(), Ordering::Relaxed);
     Ok(())
 }
 
@@ -300,6 +329,20 @@ mod assume_tests {
 
     fn arm(neon: bool, dotprod: bool, i8mm: bool) -> CpuFeatures {
         CpuFeatures { neon, dotprod, i8mm, ..CpuFeatures::default() }
+    }
+
+    /// The kept answer is the OS's (the vendor included), call after call.
+    #[test]
+    fn os_features_asked_once_and_kept() {
+        let asked = CpuFeatures::query_os();
+        for _ in 0..3 {
+            assert_eq!(CpuFeatures::os(), asked);
+        }
+        let c = OS_CACHE.load(Ordering::Relaxed);
+        assert_ne!(c & CACHE_VALID, 0, "the answer is cached after the first call");
+        assert_eq!(c & !(CACHE_VALID | CACHE_AMD), asked.bits());
+        assert_eq!(c & CACHE_AMD != 0, asked.amd);
+        assert_eq!(CpuFeatures::detect().bits() & asked.bits(), asked.bits());
     }
 
     #[test]
