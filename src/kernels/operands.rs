@@ -1,6 +1,6 @@
 //! What a kernel reads and writes: the repacked weights ([`PackedWeights`]), the activation rows
-//! before packing ([`Activations`]), the output pointer ([`OutPtr`]), one unit of work ([`Job`]),
-//! and the checks that make every kernel's indexing safe ([`validate`]). Shared by every ISA file;
+//! before packing ([`Activations`]), the output pointer (`OutPtr`), one unit of work (`Job`),
+//! and the checks that make every kernel's indexing safe (`validate`). Shared by every ISA file;
 //! depends on no kernel.
 
 use super::act_pack::{ActFormat, ActPack, PackedActs};

@@ -1,9 +1,9 @@
 //! X16 kernels for the two VNNI levels, one body generic over the vector width: AVX-VNNI (VEX
 //! `vpdpbusd` on ymm: Alder Lake, Sapphire Rapids, Zen 5, with AVX2 + FMA + F16C for the rest) and
 //! AVX-512 VNNI (EVEX `vpdpbusd` on zmm: Ice Lake, Sapphire Rapids, Zen 4/5, with AVX-512 F/BW/VL).
-//! [`Vnni`] implements the tile body's [`Isa`] once over a [`Width`] (the register operations
-//! whose intrinsics differ between ymm and zmm: [`Ymm`], [`Zmm`]); each level then instantiates
-//! [`gemm_x16`] in its own `#[target_feature]` function, so the body compiles to that level's
+//! `Vnni` implements the tile body's `Isa` once over a `Width` (the register operations
+//! whose intrinsics differ between ymm and zmm: `Ymm`, `Zmm`); each level then instantiates
+//! `gemm_x16` in its own `#[target_feature]` function, so the body compiles to that level's
 //! instructions. A wider level (AMX tiles) takes the same shape.
 //!
 //! `vpdpbusd` adds four unsigned x signed byte products per lane into int32 without saturation,
