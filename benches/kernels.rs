@@ -2,6 +2,7 @@
 //! (elements; for gemm, weights x columns, i.e. multiply-adds). `tools/bench-report.py` turns a
 //! run's results into one table, gemv as a share of the read bandwidth measured in the same run.
 //!
+//! - `call/*`: per-call overhead: `CpuFeatures::detect` and the smallest gemv (one row tile).
 //! - `read_bw/*`: the machine's plain read bandwidth (a sum over 256 MiB), 1 thread and all
 //!   threads: the ceiling a DRAM-streamed gemv is held against.
 //! - `repack/*`: PQ2_0 -> T2P, PQ2_0 -> X16, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 on a 17408 x 5120
@@ -224,6 +225,27 @@ fn run_gemm(
     );
 }
 
+/// Per-call overhead: CPU feature detection, and the smallest gemv (16 rows x 256 weights at the
+/// best level), whose call costs about as much as its arithmetic.
+fn bench_call(c: &mut Criterion) {
+    let mut g = c.benchmark_group("call");
+    g.bench_function("cpu_features_detect", |b| b.iter(|| std::hint::black_box(ggml_t2p::CpuFeatures::detect())));
+    if let Some(level) = KernelLevel::best() {
+        let layout = level.layout_for(SourceType::Pq2_0, false);
+        let (n_rows, k) = (16, 256);
+        let m = Matrix::new(layout, n_rows, k);
+        let w = m.view();
+        let act = acts(1, k);
+        let pack = Activations::new(&act, 1, k).unwrap().pack(layout, level).unwrap();
+        let packed = pack.view();
+        let mut dst = vec![0.0f32; n_rows];
+        g.bench_function(BenchmarkId::new(format!("gemv_{n_rows}x{k}"), level.name()), |b| {
+            b.iter(|| kernels::gemm_packed(level, &w, &packed, &mut dst, n_rows, 0..n_rows).unwrap())
+        });
+    }
+    g.finish();
+}
+
 fn bench_reference(c: &mut Criterion) {
     let (n_rows, k) = (1024, 5120);
     let layout = KernelLevel::Reference.layout_for(SourceType::Pq2_0, false);
@@ -331,5 +353,5 @@ fn bench_ptq1_0(_: &mut Criterion, _: &[(KernelLevel, Layout)]) {
     let _ = (ptq1_0 as fn(usize, usize) -> Vec<BlockPtq1_0>, BlockPq2_0::default());
 }
 
-criterion_group!(benches, bench_read_bw, bench_repack, bench_reference, bench_simd);
+criterion_group!(benches, bench_call, bench_read_bw, bench_repack, bench_reference, bench_simd);
 criterion_main!(benches);

@@ -7,6 +7,12 @@
  *     sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)    over 128-weight blocks i, in order
  * for every kernel level, batch width and row split. Activation rows whose length k is a multiple
  * of 128 but not of 256 are zero-padded to a multiple of 256 before Q8_K quantization.
+ * NaN scales: an output whose formula meets a NaN scale (a weight block's d_i or an activation
+ * block's d_y, one or both) is a NaN at every level, its payload and sign unspecified (levels
+ * differ there); every other output keeps the formula's bits.
+ *
+ * Sizes: every size query (ggml_t2p_supports, ggml_t2p_repacked_size, ggml_t2p_act_packed_size)
+ * answers GGML_T2P_ERR_SHAPE for a size past PTRDIFF_MAX bytes (isize::MAX): no buffer is larger.
  *
  * Flow (ABI 2): at load, ggml_t2p_layout_for picks the layout for this CPU, ggml_t2p_repack
  * fills it. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
@@ -133,11 +139,13 @@ int32_t ggml_t2p_layout_for(int32_t src_type, int32_t kernel, uint32_t flags, in
 int32_t ggml_t2p_row_tile(int32_t layout, int64_t * out_rows);
 
 /* GGML_T2P_OK if a matrix of n_rows x k weights of src_type can be repacked into layout and run
- * with kernel; else the reason (SHAPE, UNSUPPORTED, INVALID_ARGUMENT). */
+ * with kernel; else the reason (SHAPE, also for a source or repacked size past PTRDIFF_MAX bytes;
+ * UNSUPPORTED, INVALID_ARGUMENT). */
 int32_t ggml_t2p_supports(int32_t src_type, int32_t layout, int32_t kernel, int64_t n_rows, int64_t k);
 
 /* Bytes of the repacked matrix in *out_size (PQ2_0 -> T2P and PTQ1_0 -> PTQ1_0X4 keep the source
- * size; PTQ1_0 -> T2P is 136/112 of it; X16 is ceil(n_rows/16)*16 rows of PQ2_0). */
+ * size; PTQ1_0 -> T2P is 136/112 of it; X16 is ceil(n_rows/16)*16 rows of PQ2_0); SHAPE for a
+ * source or repacked size past PTRDIFF_MAX bytes. */
 int32_t ggml_t2p_repacked_size(int32_t src_type, int32_t layout, int64_t n_rows, int64_t k, size_t * out_size);
 
 /* Caps the threads a repack uses (0: all cores, the default; negative: INVALID_ARGUMENT). */
@@ -149,7 +157,8 @@ int32_t ggml_t2p_set_threads(int32_t n_threads);
 int32_t ggml_t2p_repack(int32_t src_type, int32_t layout, const void * src, size_t src_size, int64_t n_rows, int64_t k, void * dst, size_t dst_size);
 
 /* Bytes of the packed activations of n_cols columns of length k for gemv/gemm with layout and
- * kernel (0 for n_cols = 0). The format depends on all four: pack and run with the same values. */
+ * kernel (0 for n_cols = 0; SHAPE past PTRDIFF_MAX bytes). The format depends on all four: pack
+ * and run with the same values. */
 int32_t ggml_t2p_act_packed_size(int32_t layout, int32_t kernel, int64_t k, int64_t n_cols, size_t * out_size);
 
 /* Packs Q8_K blocks [blk_begin, blk_end) of activation column col (of n_cols columns of length k;

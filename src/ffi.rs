@@ -492,9 +492,11 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
         let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
         let a = PackedActs::new(fmt, k, n_cols, bytes)?;
         let weights = match lay {
-            // SAFETY (each arm): the caller's contract on w.
+            // SAFETY: the caller's contract on w (valid for reads of w_size bytes during the call).
             Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+            // SAFETY: as above.
             Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+            // SAFETY: as above.
             Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
         };
         // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).

@@ -20,6 +20,15 @@
 //!   (NOTES.md §2, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
 //!   batch width, row split and CPU feature level returns the same bits. Rows whose width is a
 //!   multiple of 128 but not of 256 are defined with the activation row zero-padded to 256.
+//! - **NaN scales**: an output whose formula meets a NaN scale (a weight block's `d_i` or an
+//!   activation block's `d_y`, one or both) is a NaN at every level; its payload and sign are
+//!   unspecified (levels differ: the reference and AVX2 keep the activation's NaN, the VNNI levels
+//!   the weight's, the ARM PTQ1_0x4 kernels may clear the sign). Every other output keeps the
+//!   reference bits. This is the one place where levels may differ in bits.
+//! - **Sizes**: every size query ([`repack::source_size`], [`repack::repacked_size`],
+//!   [`kernels::act_pack::packed_size`], and the C ABI's `ggml_t2p_supports`,
+//!   `ggml_t2p_repacked_size`, `ggml_t2p_act_packed_size`) refuses ([`Error::Shape`]) a size
+//!   past `isize::MAX` bytes: no buffer can be that large.
 //! - **Errors** ([`Error`]): bad shapes, short or misaligned buffers and unavailable kernels are
 //!   reported, never undefined behaviour; the C ABI ([`ffi`], `include/ggml_t2p.h`) turns them
 //!   into status codes and never lets a panic cross.
@@ -30,6 +39,7 @@
 //! `extern "C"`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![warn(missing_docs)]
 
 pub mod format;

@@ -107,10 +107,16 @@ impl SourceType {
 /// Bytes of the source matrix (`n_rows * k/128` blocks).
 ///
 /// # Errors
-/// [`Error::Shape`] for a shape outside [`check_shape`] or an overflowing size.
+/// [`Error::Shape`] for a shape outside [`check_shape`] or a size past `isize::MAX` bytes.
 pub fn source_size(src: SourceType, n_rows: usize, k: usize) -> Result<usize, Error> {
     let nb = check_shape(n_rows, k)?;
-    (n_rows * nb).checked_mul(src.block_size()).ok_or(Error::Shape)
+    byte_size(n_rows * nb, src.block_size())
+}
+
+/// `blocks * block_size` bytes, refused ([`Error::Shape`]) past `isize::MAX`: no buffer is
+/// larger (Rust's allocations and slices, C's `PTRDIFF_MAX`), so such a shape is never valid.
+fn byte_size(blocks: usize, block_size: usize) -> Result<usize, Error> {
+    blocks.checked_mul(block_size).filter(|&b| b <= isize::MAX as usize).ok_or(Error::Shape)
 }
 
 /// Blocks of a repacked `n_rows x k` matrix: `ceil(n_rows / tile_rows) * k/128`.
@@ -125,12 +131,14 @@ pub fn repacked_blocks(layout: Layout, n_rows: usize, k: usize) -> Result<usize,
 /// Bytes of the repacked matrix ([`repacked_blocks`] blocks of the layout).
 ///
 /// # Errors
-/// [`Error::Shape`] as [`source_size`]; [`Error::Unsupported`] for PQ2_0 -> PTQ1_0x4.
+/// [`Error::Shape`] as [`source_size`], for the source or the repacked size;
+/// [`Error::Unsupported`] for PQ2_0 -> PTQ1_0x4.
 pub fn repacked_size(src: SourceType, layout: Layout, n_rows: usize, k: usize) -> Result<usize, Error> {
     if !layout.accepts(src) {
         return Err(Error::Unsupported);
     }
-    repacked_blocks(layout, n_rows, k)?.checked_mul(layout.block_size()).ok_or(Error::Shape)
+    source_size(src, n_rows, k)?;
+    byte_size(repacked_blocks(layout, n_rows, k)?, layout.block_size())
 }
 
 /// Matrices smaller than this (source bytes) are repacked on the calling thread alone.

@@ -35,13 +35,27 @@ pub const GGML_TYPE_PTQ1_0: u32 = 143;
 /// Implementors must satisfy exactly that; [`cast_blocks`] relies on it.
 pub unsafe trait Pod: Copy + 'static {}
 
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (pq2_0.rs) equal the sum of the fields.
 unsafe impl Pod for BlockPq2_0 {}
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (ptq1_0.rs) equal the sum of the fields.
 unsafe impl Pod for BlockPtq1_0 {}
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (ptq1_0.rs) equal the sum of the fields.
 unsafe impl Pod for BlockPtq1_0x4 {}
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (q8_k.rs) equal the sum of the fields.
 unsafe impl Pod for BlockQ8K {}
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (t2p.rs) equal the sum of the fields.
 unsafe impl Pod for BlockT2p {}
+// SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
+// padding: the size assertions beside the type (x16.rs) equal the sum of the fields.
 unsafe impl Pod for BlockX16 {}
+// SAFETY: a primitive: every bit pattern is a valid u8, no padding.
 unsafe impl Pod for u8 {}
+// SAFETY: a primitive: every bit pattern is a valid f32 (NaNs included), no padding.
 unsafe impl Pod for f32 {}
 
 /// Views `bytes` as blocks of `T`.

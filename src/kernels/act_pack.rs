@@ -18,8 +18,8 @@
 //! all-zero blocks) are never read: as `-sum(y)` in [`Q8Half`], and in the ARM formats as ready-made
 //! accumulator seeds `M - sum(y)` and `M + sum(y)` with `M =` [`MAGIC`] (see there).
 
+use super::features::KernelLevel;
 use crate::format::{cast_blocks, check_k, BlockQ8K, Pod, QK};
-use crate::kernels::KernelLevel;
 use crate::repack::Layout;
 use crate::Error;
 use core::mem::size_of;

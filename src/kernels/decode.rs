@@ -6,7 +6,7 @@
 
 use super::act_pack::MAGIC_F32;
 use super::asm::load_f16x4;
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 

@@ -40,7 +40,7 @@
 use super::act_pack::{ActBlockX4, ActDup};
 use super::asm::{load_f16x4, sdot};
 use super::decode::{apply, lane_f32, pick_seed, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 
@@ -187,6 +187,7 @@ pub(crate) unsafe fn gemm_sdot_4x4<D: ChunkDecoder>(job: &Job<'_, D::Block, ActB
         let blocks = job.tile(g);
         for cg in 0..job.n_cols.div_ceil(4) {
             let acts = &pack[cg * nb..(cg + 1) * nb];
+            // SAFETY: a register operation (NEON is part of the target).
             let mut sumf = [unsafe { vdupq_n_f32(0.0) }; 4];
             for (b, a) in blocks.iter().zip(acts) {
                 // SAFETY: all loads inside this block and this pack entry.

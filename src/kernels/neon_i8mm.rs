@@ -26,7 +26,7 @@
 use super::act_pack::ActBlockX4;
 use super::asm::smmla_2x2_ldp;
 use super::decode::{apply, pick_seed, store_col, ChunkDecoder, ChunkSink, T2pDecoder};
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockT2p;
 use core::arch::aarch64::*;
 
@@ -88,6 +88,7 @@ unsafe fn tile<D: ChunkDecoder, const NG: usize, const NQ: usize>(
 ) {
     debug_assert_eq!(NQ, 2 * NG);
     let nb = job.nb;
+    // SAFETY: a register operation (NEON is part of the target).
     let mut sumf = [[unsafe { vdupq_n_f32(0.0) }; NQ]; 2];
     for (i, b) in job.tile(g).iter().enumerate() {
         let a: [&ActBlockX4; NG] = core::array::from_fn(|k| &pack[(cg + k) * nb + i]);

@@ -17,7 +17,7 @@ use super::asm::load_f16x4;
 use super::decode::{ChunkDecoder, ChunkSink};
 use super::neon_dotprod::{gemm_sdot_4x4, gemv_sdot};
 use super::neon_i8mm::gemm_smmla;
-use super::Job;
+use super::operands::Job;
 use crate::format::BlockPtq1_0x4;
 use core::arch::aarch64::*;
 

@@ -4,7 +4,7 @@
 //! have no SIMD level.
 
 use super::act_pack::Q8Half;
-use super::Job;
+use super::operands::Job;
 use crate::format::{ptq1_0_digit, BlockPtq1_0x4, BlockT2p, BlockX16, X16_ROWS};
 use crate::reference::{accumulate_block, Contract};
 

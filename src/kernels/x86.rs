@@ -1,5 +1,5 @@
-//! The X16 tile body shared by the three x86 levels ([`super::x86_avx2`], [`super::x86_avxvnni`],
-//! [`super::x86_avx512vnni`]). Each level implements [`Isa`] (a handful of `#[inline(always)]`
+//! The X16 tile body shared by the three x86 levels ([`super::x86_avx2`] and the two VNNI widths
+//! of [`super::x86_vnni`]). Each level implements [`Isa`] (a handful of `#[inline(always)]`
 //! register operations) and instantiates [`gemm_x16`] inside its own `#[target_feature]` function,
 //! so the whole body compiles to that level's instructions.
 //!
@@ -24,7 +24,7 @@
 //! the reference bits. Tiles of several columns share each decoded word.
 
 use super::act_pack::Q8Half;
-use super::Job;
+use super::operands::Job;
 use crate::format::{BlockX16, X16_ROWS};
 use half::f16;
 
@@ -145,7 +145,7 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
 pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>) {
     for t in job.tiles.clone() {
         let mut c0 = 0;
-        // SAFETY (each call): c0 + width <= n_cols by the loop conditions; the rest is forwarded.
+        // SAFETY: (each call) c0 + width <= n_cols by the loop conditions; the rest is forwarded.
         unsafe {
             while c0 + NC <= job.n_cols {
                 tile::<I, R, NC>(job, t, c0);

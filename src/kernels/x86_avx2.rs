@@ -15,8 +15,8 @@
 //! 16 ymm registers (8 integer and 4 float accumulators).
 
 use super::act_pack::Q8Half;
+use super::operands::Job;
 use super::x86::{gemm_x16, Isa};
-use super::Job;
 use crate::format::BlockX16;
 use core::arch::x86_64::*;
 use half::f16;
