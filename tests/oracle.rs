@@ -382,7 +382,7 @@ fn best_level_choice() {
         (base, Some(Avx2)),
         (CpuFeatures { avxvnni: true, ..base }, Some(AvxVnni)),
         (CpuFeatures { avx512vnni: true, ..base }, Some(Avx512Vnni)),
-        (CpuFeatures { avxvnni: true, avx512vnni: true, ..base }, Some(AvxVnni)),
+        (CpuFeatures { avxvnni: true, avx512vnni: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, avx512vnni: true, amd: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, amd: true, ..base }, Some(AvxVnni)),
     ];

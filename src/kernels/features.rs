@@ -22,7 +22,7 @@ pub struct CpuFeatures {
     /// AVX-512 F, BW, VL and VNNI (EVEX `vpdpbusd` on zmm; Ice Lake, Sapphire Rapids, Zen 4) on
     /// top of `avx2`.
     pub avx512vnni: bool,
-    /// The CPU vendor is AMD (x86 only; used to choose between ymm and zmm).
+    /// The CPU vendor is AMD (x86 only; informational: the level choice is the same on every vendor).
     pub amd: bool,
 }
 
@@ -262,22 +262,20 @@ impl KernelLevel {
     /// F16C (x86). `None` means "decline": the scalar kernels are exact but slower than stock
     /// ggml, so a caller should leave such weights to stock code.
     ///
-    /// On x86 with both VNNI forms, ymm (AVX-VNNI) is preferred on Intel and zmm (AVX-512 VNNI) on
-    /// AMD: on an Emerald Rapids Xeon the ymm form matched or beat zmm in the issue-8 probe
-    /// (vpdpbusd ymm issues on two ports, zmm on one, and ymm keeps clocks up), while Zen 4
-    /// lacks AVX-VNNI and Zen 5 runs zmm at full width.
+    /// On x86 the order is AVX-512 VNNI (zmm), AVX-VNNI (ymm), AVX2 on every vendor, by side-by-side
+    /// timing of these kernels (`cargo run --release --example levels`; README, "Which level `auto`
+    /// picks"): on an Emerald Rapids Xeon zmm won 14 of 15 gemv cells and its gemm ran 1.3-2.3x
+    /// ymm (issue 18), on Zen 4 zmm ran 1.1-1.6x AVX2 at gemv and 1.6-1.8x at 64+ columns.
+    /// Alder/Arrow Lake have AVX-VNNI without AVX-512, so they get ymm.
     pub fn best() -> Option<Self> {
         Self::best_on(CpuFeatures::detect())
     }
 
     /// [`KernelLevel::best`] for a CPU with features `f`.
     pub fn best_on(f: CpuFeatures) -> Option<Self> {
-        let order: &[KernelLevel] = if f.amd {
-            &[KernelLevel::Avx512Vnni, KernelLevel::AvxVnni, KernelLevel::Avx2]
-        } else {
-            &[KernelLevel::AvxVnni, KernelLevel::Avx512Vnni, KernelLevel::Avx2]
-        };
-        [KernelLevel::I8mm, KernelLevel::Dotprod].iter().chain(order).copied().find(|l| l.is_available_on(f))
+        const ORDER: [KernelLevel; 5] =
+            [KernelLevel::I8mm, KernelLevel::Dotprod, KernelLevel::Avx512Vnni, KernelLevel::AvxVnni, KernelLevel::Avx2];
+        ORDER.into_iter().find(|l| l.is_available_on(f))
     }
 
     /// The layout this level runs weights of `src` on: X16 for the x86 levels, T2P on ARM (or

@@ -1,0 +1,167 @@
+//! Side-by-side timing of every x86 level this CPU runs, on the same X16 matrices and activations,
+//! for choosing [`KernelLevel::best`]'s order per CPU class (README, "Which level `auto` picks").
+//!
+//! Usage: `cargo run --release --example levels -- [--reps N] [--quick]`
+//!
+//! - Time is the calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID` on Linux; wall time
+//!   elsewhere), so time the thread spent waiting for a core on a shared machine is not counted.
+//! - Levels are interleaved: every repetition times each level once, in turn, so a change of
+//!   clock or load during the run touches all of them alike.
+//! - One thread, one call at a time; each timed batch is about 20 ms of calls. Reports the best
+//!   and the median per call over the repetitions, the weights streamed per second (gemv), MACs
+//!   per second (gemm), and each level's time relative to the fastest level of its row.
+//! - Every level's outputs are compared bit for bit with the first level's before timing: a
+//!   mismatch stops the run (the table is only worth something if the kernels agree).
+use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
+use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
+use ggml_t2p::repack::{repack_pq2_0_to_x16, repacked_blocks, Layout};
+use ggml_t2p::{kernels, Activations, CpuFeatures, KernelLevel, PackedWeights};
+use half::f16;
+
+#[cfg(target_os = "linux")]
+fn cpu_ns() -> u64 {
+    #[repr(C)]
+    struct Timespec {
+        s: i64,
+        ns: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec { s: 0, ns: 0 };
+    // SAFETY: `t` is a valid, writable timespec (two i64 on x86-64 Linux) for the call.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    t.s as u64 * 1_000_000_000 + t.ns as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cpu_ns() -> u64 {
+    use std::sync::OnceLock;
+    static T0: OnceLock<std::time::Instant> = OnceLock::new();
+    T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+}
+
+/// SplitMix64: deterministic data, the same on every run.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("usage: cargo run --release --example levels -- [--reps N] [--quick]");
+        println!("  --reps N   timed batches per level and case (default 9)");
+        println!("  --quick    one shape (4096x4096) instead of three");
+        return;
+    }
+    let reps: usize = args
+        .iter()
+        .position(|a| a == "--reps")
+        .map(|i| args.get(i + 1).and_then(|v| v.parse().ok()).expect("--reps takes a positive number"))
+        .unwrap_or(9)
+        .max(1);
+    let quick = args.iter().any(|a| a == "--quick");
+    let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni]
+        .into_iter()
+        .filter(|l| l.is_available())
+        .collect();
+    let f = CpuFeatures::detect();
+    println!(
+        "levels: cpu {:?}; runs {}; auto picks {}",
+        f,
+        levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", "),
+        KernelLevel::best().map_or("none (declines)", |l| l.name())
+    );
+    if levels.is_empty() {
+        println!("levels: no x86 level runs on this CPU; nothing to time");
+        return;
+    }
+    let shapes: &[(usize, usize)] = if quick { &[(4096, 4096)] } else { &[(4096, 4096), (17408, 5120), (5120, 17408)] };
+    println!(
+        "{:<12} {:>4} {:>11} {:>11} {:>11} {:>12} {:>6}",
+        "shape", "cols", "level", "best us", "median us", "rate", "rel"
+    );
+    let mut rng = Rng(1);
+    for &(n_rows, k) in shapes {
+        let src: Vec<BlockPq2_0> = (0..n_rows * k / QK)
+            .map(|_| {
+                let codes: [u8; 128] = std::array::from_fn(|_| (rng.next() % 3) as u8);
+                BlockPq2_0::from_codes(f16::from_f32(0.01 + (rng.next() % 100) as f32 * 1e-4), &codes)
+            })
+            .collect();
+        let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+        repack_pq2_0_to_x16(&src, n_rows, k, &mut x16).unwrap();
+        drop(src);
+        let w = PackedWeights::x16(&x16, n_rows, k).unwrap();
+        let weight_bytes = std::mem::size_of_val(x16.as_slice()) as f64;
+        for n_cols in [1usize, 4, 64, 512] {
+            let per = k.div_ceil(256);
+            let mut act = vec![BlockQ8K::default(); n_cols * per];
+            for j in 0..n_cols {
+                let x: Vec<f32> = (0..k).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
+                quantize_row_q8_k_padded(&x, &mut act[j * per..(j + 1) * per], Contract::Fused).unwrap();
+            }
+            let a = Activations::new(&act, n_cols, k).unwrap();
+            let packs: Vec<_> = levels.iter().map(|&l| a.pack(Layout::X16, l).unwrap()).collect();
+            let mut dst: Vec<Vec<f32>> = levels.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
+            // outputs first: the same bits at every level, or no table
+            for (i, &l) in levels.iter().enumerate() {
+                kernels::gemm_packed(l, &w, &packs[i].view(), &mut dst[i], n_rows, 0..n_rows).unwrap();
+                let same = dst[i].iter().zip(&dst[0]).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{} and {} outputs differ at {n_rows}x{k}, {n_cols} columns", l.name(), levels[0].name());
+            }
+            // calls per batch: about 20 ms of the slowest level
+            let mut calls = 10_000usize;
+            for (i, &l) in levels.iter().enumerate() {
+                let t0 = cpu_ns();
+                kernels::gemm_packed(l, &w, &packs[i].view(), &mut dst[i], n_rows, 0..n_rows).unwrap();
+                let one = (cpu_ns() - t0).max(1);
+                calls = calls.min((20_000_000 / one).clamp(1, 10_000) as usize);
+            }
+            let mut per_call: Vec<Vec<f64>> = levels.iter().map(|_| Vec::with_capacity(reps)).collect();
+            for _ in 0..reps {
+                for (i, &l) in levels.iter().enumerate() {
+                    let p = packs[i].view();
+                    let t = cpu_ns();
+                    for _ in 0..calls {
+                        kernels::gemm_packed(l, &w, &p, &mut dst[i], n_rows, 0..n_rows).unwrap();
+                    }
+                    per_call[i].push((cpu_ns() - t) as f64 / calls as f64);
+                }
+            }
+            let mut best = Vec::new();
+            for v in per_call.iter_mut() {
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                best.push(v[0]);
+            }
+            let fastest = best.iter().copied().fold(f64::INFINITY, f64::min);
+            for (i, &l) in levels.iter().enumerate() {
+                let ns = best[i];
+                let rate = if n_cols == 1 {
+                    format!("{:.1} GB/s", weight_bytes / ns)
+                } else {
+                    format!("{:.0} GMAC/s", (n_rows * k * n_cols) as f64 / ns)
+                };
+                println!(
+                    "{:<12} {:>4} {:>11} {:>11.1} {:>11.1} {:>12} {:>5.2}x",
+                    format!("{n_rows}x{k}"),
+                    n_cols,
+                    l.name(),
+                    ns / 1e3,
+                    per_call[i][reps / 2] / 1e3,
+                    rate,
+                    ns / fastest
+                );
+            }
+        }
+    }
+}
