@@ -243,7 +243,7 @@ def wine_setup(out_dir, timeout):
     prefix = os.path.join(out_dir, "wineprefix")
     sys32 = os.path.join(prefix, "drive_c", "windows", "system32")
     if not os.path.isdir(sys32):
-        say(f"creating the Wine prefix {os.path.relpath(prefix, ROOT)} (once; a minute)")
+        say(f"creating the Wine prefix {prefix} (once; a minute)")
         rc, out, err = run(["wine", "wineboot", "--init"], env=wine_env(out_dir), timeout=timeout)
         if not os.path.isdir(sys32):
             raise Fail("Wine could not create its prefix (wineboot status "
