@@ -409,10 +409,14 @@ def main():
         rw, tw, ew = run_wine(windows["win_bits"], out_dir, args.timeout, {"GGML_T2P_KERNEL": lv})
         vn, vw = level_verdict(tn, lv), level_verdict(tw, lv)
         want = f"GGML_T2P_KERNEL={lv}: runs" if has else f"declining: this CPU cannot run GGML_T2P_KERNEL={lv}"
-        good = rn == 0 and rw == 0 and vn == vw and vw.startswith(want)
-        ok = ok and good
+        why = []
+        if not (vn == vw and vw.startswith(want)):
+            why.append(f"want '{want}...' natively and under Wine")
+        if rn != 0 or rw != 0:
+            why.append(f"the program failed its other checks (status native {rn}, Wine {rw})")
+        ok = ok and not why
         say(f"GGML_T2P_KERNEL={lv}: Wine: '{vw}'" + ("" if vn == vw else f", native: '{vn}'") +
-            ("" if good else f"  FAIL (want '{want}...', status native {rn}, Wine {rw})"))
+            (f"  FAIL: {'; '.join(why)}" if why else ""))
 
     head = [l for l in compared(results["win_bits"][1]) if l.startswith(("ggml-t2p", "repack on"))]
     for l in head:
