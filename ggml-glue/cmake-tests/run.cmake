@@ -3,9 +3,10 @@
 # Checks the CMake side of ggml-t2p for toolchains this machine does not have:
 #  1. test-target.cmake: ggml_t2p_rust_target on the variables of 23 toolchains (script mode);
 #  2. a configure of mock/ (a stand-in for ggml-cpu's CMake that includes ggml-t2p.cmake as the
-#     patch does) under the mock toolchains in toolchains/ (MSVC ARM64, clang-cl x64, AppleClang
-#     arm64 and universal): forced compiler ids, a fake compiler, so CMake loads its real Windows /
-#     Darwin platform modules; nothing is compiled. Checked: the cargo command(s) in the generated
+#     patch does) under the mock toolchains in toolchains/ (MSVC ARM64, clang-cl x64, MinGW-w64 GCC
+#     x64, AppleClang arm64 and universal): forced compiler ids, a fake compiler, so CMake loads its
+#     real Windows / Darwin platform modules; nothing is compiled. Where x86_64-w64-mingw32-gcc is
+#     installed, also a configure with the real MinGW-w64 compilers (toolchains/mingw-w64-x86_64.cmake). Checked: the cargo command(s) in the generated
 #     Makefiles, the consumer's link line, and the patch hunk's error without GGML_CPU_T2P_DIR.
 # Exit status 0 when every check passes.
 
@@ -99,6 +100,26 @@ mock(macos-universal darwin-universal Release
             "${cargo_mk}:-create ${WORK}/macos-universal/ggml-t2p-cargo/aarch64-apple-darwin/release/libggml_t2p.a ${WORK}/macos-universal/ggml-t2p-cargo/x86_64-apple-darwin/release/libggml_t2p.a -output ${WORK}/macos-universal/ggml-t2p-cargo/universal/libggml_t2p.a"
             "${link_txt}:-arch arm64 -arch x86_64"
             "${link_txt}:ggml-t2p-cargo/universal/libggml_t2p.a")
+set(link_rsp "CMakeFiles/mock-app.dir/linkLibs.rsp")   # MinGW makefiles pass the libraries in a response file
+set(gnulibs "-lkernel32 -ladvapi32 -lbcrypt -lntdll -luserenv -lws2_32 -ldbghelp -lsynchronization")
+mock(mingw-x64 windows-mingw-x64 Release
+     EXPECT "configure:T2P system: Windows x86_64 MSVC= id=GNU"
+            "configure:T2P triples: x86_64-pc-windows-gnu"
+            "${cargo_mk}:--target x86_64-pc-windows-gnu"
+            "${link_rsp}:ggml-t2p-cargo/x86_64-pc-windows-gnu/release/libggml_t2p.a\" ${gnulibs}"
+     ABSENT "${link_rsp}:ggml_t2p.lib" "${link_rsp}:-lpthread" "${cargo_mk}:crt-static")
+# The real MinGW-w64 cross compilers, where installed (Debian: gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64):
+# CMake's own compiler detection must yield MINGW and the same Rust target, library and link line.
+find_program(mingw_gcc NAMES x86_64-w64-mingw32-gcc-posix x86_64-w64-mingw32-gcc)
+if (mingw_gcc)
+    mock(mingw-x64-real mingw-w64-x86_64 Release
+         EXPECT "configure:T2P system: Windows x86_64 MSVC= id=GNU"
+                "${cargo_mk}:--target x86_64-pc-windows-gnu"
+                "${link_rsp}:ggml-t2p-cargo/x86_64-pc-windows-gnu/release/libggml_t2p.a\" ${gnulibs}"
+         ABSENT "${link_rsp}:-lpthread")
+else()
+    message("skip mock mingw-x64-real: no x86_64-w64-mingw32-gcc (the forced-id MinGW case above still ran)")
+endif()
 mock(no-dir windows-msvc-arm64 Release EXTRA -DGGML_CPU_T2P_DIR=
      ERROR "GGML_CPU_T2P is ON: set GGML_CPU_T2P_DIR to a ggml-t2p checkout")
 
