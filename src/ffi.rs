@@ -481,6 +481,12 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
         let a_need = act_pack::packed_size(fmt, k, n_cols)?;
         // dst is written while w and act are read: they must not share bytes.
         let d_bytes = dst_len.saturating_mul(size_of::<f32>());
+        // No real buffer is larger than isize::MAX bytes: refused before the overlap test, whose
+        // answer for such an extent would depend on where the OS put the buffers (dst below w
+        // and act, as on Windows, where the stack lies below the heap, or above them, as on Linux).
+        if !dst.is_null() && d_bytes > isize::MAX as usize {
+            return Err(Error::BufferSize);
+        }
         if !dst.is_null()
             && d_bytes != 0
             && (overlaps(dst as usize, d_bytes, w as usize, w_need.min(w_size))

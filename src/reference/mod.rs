@@ -26,10 +26,35 @@ impl Contract {
     #[inline]
     fn mul_add(self, a: f32, b: f32, c: f32) -> f32 {
         match self {
-            Contract::Fused => a.mul_add(b, c),
+            Contract::Fused => fma_f32(a, b, c),
             Contract::Unfused => a * b + c,
         }
     }
+}
+
+/// `fma(a, b, c)` for `f32`, rounded once, without the C library's `fmaf` (which `f32::mul_add`
+/// calls on targets without the FMA instruction): MinGW-w64's `fmaf` rounds twice, so on
+/// `x86_64-pc-windows-gnu` `mul_add` gave other bits than on Linux for about 29% of random inputs.
+/// The product of two `f32` is exact in `f64`; the sum is rounded to `f64` and its exact error
+/// found with 2Sum; an inexact sum is rounded to odd (truncated toward zero, last bit set), and an
+/// odd-rounded value with 29 more bits than `f32` rounds to `f32` as the exact value would.
+#[inline]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let (xy, z) = (f64::from(a) * f64::from(b), f64::from(c));
+    let s = xy + z;
+    if !s.is_finite() {
+        return s as f32;
+    }
+    let bv = s - xy;
+    let err = (xy - (s - bv)) + (z - bv);
+    if err == 0.0 {
+        return s as f32;
+    }
+    let mut bits = s.to_bits();
+    if (err < 0.0) != (s < 0.0) {
+        bits -= 1;
+    }
+    f64::from_bits(bits | 1) as f32
 }
 
 /// ggml's `nearest_int`: round to nearest, ties to even, for `|v| <= 4194303`, by adding
@@ -210,4 +235,65 @@ pub fn vec_dot_ptq1_0_q8_k(w: &[BlockPtq1_0], a: &[BlockQ8K], contract: Contract
         sumf = accumulate_block(sumf, b.d.to_f32(), dy, isum, contract);
     }
     Ok(sumf)
+}
+
+#[cfg(test)]
+mod fma_tests {
+    use super::fma_f32;
+
+    /// SplitMix64 bits, biased towards the cases a double-rounding `fmaf` gets wrong: products
+    /// and addends of close magnitude, subnormals, and the special values.
+    fn cases() -> impl Iterator<Item = (f32, f32, f32)> {
+        let mut s = 0x0F3A_u64;
+        let mut next = move || {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let special = [0.0f32, -0.0, 1.0, -1.0, f32::MIN_POSITIVE, 1e-45, f32::MAX, f32::INFINITY, f32::NAN];
+        (0..500_000).map(move |i| {
+            let r = next();
+            let a = f32::from_bits(r as u32);
+            let b = f32::from_bits((r >> 32) as u32);
+            let c = match i % 5 {
+                0 => f32::from_bits(next() as u32),
+                // a*b an exact f32 midpoint (two odd 13-bit significands make 25 bits, odd) and an
+                // addend far below its f64 ulp: one rounding goes c's way, two roundings tie to even
+                4 => {
+                    let odd13 = |r: u64| ((1u64 << 12) | (r & 0xFFF) | 1) as f32;
+                    let (x, y) = (odd13(next()), odd13(next()));
+                    let sign = if next() & 1 == 0 { 1.0 } else { -1.0 };
+                    let tiny = x * y * sign * 2f32.powi(-60 - (next() % 40) as i32);
+                    return (x, y, tiny);
+                }
+                // an addend near -a*b: cancellation, where one rounding vs two shows
+                1 => -(a * b) * (1.0 + (next() % 64) as f32 * f32::EPSILON),
+                2 => special[(next() % special.len() as u64) as usize],
+                _ => f32::from_bits((next() as u32) & 0x807F_FFFF), // subnormal
+            };
+            (a, b, c)
+        })
+    }
+
+    /// Bits equal to the C library's `fmaf` where that is correct (glibc on Linux; the FMA
+    /// instruction on aarch64): not run on Windows GNU, whose `fmaf` is the reason for `fma_f32`.
+    #[test]
+    #[cfg(not(all(windows, target_env = "gnu")))]
+    fn fma_f32_matches_a_correct_fmaf() {
+        let mut n = 0;
+        for (a, b, c) in cases() {
+            let (want, got) = (a.mul_add(b, c), fma_f32(a, b, c));
+            let same = want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan());
+            assert!(
+                same,
+                "fma({a:e}, {b:e}, {c:e}): fmaf {want:e} ({:#x}), ours {got:e} ({:#x})",
+                want.to_bits(),
+                got.to_bits()
+            );
+            n += 1;
+        }
+        assert_eq!(n, 500_000);
+    }
 }
