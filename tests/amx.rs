@@ -25,6 +25,22 @@ struct Case {
     want: Vec<u32>,
 }
 
+/// The float steps to run the model kernel with: the scalar one, and the native kernel's AVX-512
+/// one where the CPU has it (elsewhere it must be refused).
+fn steps() -> Vec<bool> {
+    let simd = KernelLevel::Avx512Vnni.is_available();
+    if !simd {
+        let c = case(1, 16, 128, 16, false);
+        let mut y = vec![0.0f32; 256];
+        assert_eq!(gemm_model(&c.weights(), &c.pack().view(), &mut y, 16, 0..16, true), Err(Error::Unsupported));
+    }
+    if simd {
+        vec![false, true]
+    } else {
+        vec![false]
+    }
+}
+
 fn case(seed: u64, n_rows: usize, k: usize, n_cols: usize, ptq1: bool) -> Case {
     let mut rng = Rng(seed);
     let nb = k / QK;
@@ -58,15 +74,19 @@ impl Case {
         PackedWeights::x16(&self.x16, self.n_rows, self.k).unwrap()
     }
 
-    /// Runs the model kernel on `rows` with a column stride of `n_rows + pad`, then checks every
-    /// output of `rows` against the reference and that nothing else was written. Returns the
-    /// outputs checked.
+    /// Runs the model kernel on `rows` with a column stride of `n_rows + pad` with each float
+    /// step this CPU has ([`steps`]), then checks every output of `rows` against the reference
+    /// and that nothing else was written. Returns the outputs checked.
     fn check(&self, rows: core::ops::Range<usize>, pad: usize, what: &str) -> usize {
         let stride = self.n_rows + pad;
         let sentinel = f32::from_bits(0x7FC0_1234);
-        let mut y = vec![sentinel; stride * self.n_cols];
-        gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone()).unwrap();
-        self.compare(&y, stride, &rows, what)
+        let mut checked = 0;
+        for simd in steps() {
+            let mut y = vec![sentinel; stride * self.n_cols];
+            gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd).unwrap();
+            checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd})"));
+        }
+        checked
     }
 
     fn compare(&self, y: &[f32], stride: usize, rows: &core::ops::Range<usize>, what: &str) -> usize {
@@ -106,8 +126,8 @@ fn model_kernel_every_width_bit_exact() {
         let c = case(0xA3A0 + n_cols as u64, 52, 384, n_cols, false);
         checked += c.check(0..52, 3, &format!("PQ2_0 width {n_cols}"));
     }
-    assert_eq!(checked, 52 * (1..=40).sum::<usize>());
-    println!("amx model: {checked} outputs, widths 1..=40, bit-identical to the reference");
+    assert_eq!(checked, steps().len() * 52 * (1..=40).sum::<usize>());
+    println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
 }
 
 /// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources.
@@ -134,10 +154,10 @@ fn model_kernel_row_ranges() {
     for rows in [0..16, 16..84, 32..48, 64..84, 80..84, 0..84, 48..48] {
         checked += c.check(rows.clone(), 1, &format!("rows {rows:?}"));
     }
-    assert_eq!(checked, 21 * (16 + 68 + 16 + 20 + 4 + 84));
+    assert_eq!(checked, steps().len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
     let mut y = vec![0.0f32; 84 * 21];
     for bad in [8..16, 0..20, 16..90] {
-        let r = gemm_model(&c.weights(), &c.pack().view(), &mut y, 84, bad.clone());
+        let r = gemm_model(&c.weights(), &c.pack().view(), &mut y, 84, bad.clone(), false);
         assert_eq!(r, Err(Error::Range), "{bad:?}");
     }
 }
@@ -148,7 +168,7 @@ fn model_kernel_row_ranges() {
 fn model_kernel_thread_splits() {
     let c = case(0xD0D0, 100, 384, 37, true);
     let tiles = c.n_rows.div_ceil(16);
-    for n_splits in [1, 2, 3, 7] {
+    for (n_splits, simd) in [1, 2, 3, 7].into_iter().flat_map(|n| steps().into_iter().map(move |s| (n, s))) {
         let parts: Vec<(core::ops::Range<usize>, Vec<f32>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n_splits)
                 .map(|i| {
@@ -156,7 +176,7 @@ fn model_kernel_thread_splits() {
                     s.spawn(move || {
                         let rows = 16 * (tiles * i / n_splits)..(16 * (tiles * (i + 1) / n_splits)).min(c.n_rows);
                         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * c.n_cols];
-                        gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone()).unwrap();
+                        gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone(), simd).unwrap();
                         (rows, y)
                     })
                 })
@@ -203,7 +223,7 @@ fn model_kernel_extremes() {
         .map(|(r, j)| vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
         .collect();
     let c = Case { n_rows, k, n_cols, x16, act, want };
-    assert_eq!(c.check(0..n_rows, 0, "extremes"), n_rows * n_cols);
+    assert_eq!(c.check(0..n_rows, 0, "extremes"), steps().len() * n_rows * n_cols);
 }
 
 /// The level's plumbing: its name and C value, the pack format by batch width (tiles from
@@ -236,7 +256,7 @@ fn amx_level_plumbing() {
     let c = case(0xE0E0, 16, 128, 16, false);
     let mut y = vec![0.0f32; 16 * 16];
     let halves = ActPack::new(ActFormat::Halves, 128, 16, &c.act).unwrap();
-    assert_eq!(gemm_model(&c.weights(), &halves.view(), &mut y, 16, 0..16), Err(Error::InvalidArgument));
+    assert_eq!(gemm_model(&c.weights(), &halves.view(), &mut y, 16, 0..16, false), Err(Error::InvalidArgument));
     if KernelLevel::Avx512Vnni.is_available() {
         let r =
             ggml_t2p::kernels::gemm_packed(KernelLevel::Avx512Vnni, &c.weights(), &c.pack().view(), &mut y, 16, 0..16);

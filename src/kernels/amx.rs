@@ -221,6 +221,44 @@ impl Tiles for TileModel {
     }
 }
 
+/// The per-block float step of the kernel, 16 lanes = 16 weight rows: the reference's
+/// `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)`, the product rounded first. [`ScalarStep`]
+/// is the portable one (under the model in tests); the native kernel uses AVX-512 (`x86_amx`),
+/// which the tests also run under the model where the CPU has AVX-512.
+pub trait FloatStep {
+    /// The 16 fp16 row scales as f32 (exact).
+    ///
+    /// # Safety
+    /// The implementation's instructions are available.
+    unsafe fn scales(d: &[half::f16; 16]) -> [f32; 16];
+    /// `acc[n] = fma(dw[n] * dy, isum[n] as f32, acc[n])` for every `n`.
+    ///
+    /// # Safety
+    /// The implementation's instructions are available.
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32);
+}
+
+/// [`FloatStep`] in plain Rust (`f32::mul_add`: one rounding, as the reference's
+/// [`Contract::Fused`](crate::reference::Contract)).
+pub struct ScalarStep;
+
+impl FloatStep for ScalarStep {
+    #[inline(always)]
+    unsafe fn scales(d: &[half::f16; 16]) -> [f32; 16] {
+        let mut out = [0.0f32; 16];
+        for (o, h) in out.iter_mut().zip(d.iter()) {
+            *o = h.to_f32();
+        }
+        out
+    }
+    #[inline(always)]
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32) {
+        for ((a, &i), &d) in acc.iter_mut().zip(isum.iter()).zip(dw.iter()) {
+            *a = (d * dy).mul_add(i as f32, *a);
+        }
+    }
+}
+
 /// Column groups (of 16) per pass over a row tile's blocks: each block's `B` tiles are expanded
 /// once per pass and kept resident while these groups go through them (16 KiB of float sums).
 pub const GROUPS: usize = 16;
@@ -263,7 +301,7 @@ impl<T: Tiles> Drop for Session<'_, T> {
 /// `job` validated by `gemm_raw` (or [`gemm_model`]) with a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack;
 /// for the native tiles, AMX usable on this thread's process (see [`Tiles`]).
 #[inline(always)]
-pub(crate) unsafe fn gemm_x16_tiles<T: Tiles>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
+pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: FloatStep>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
     // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
     unsafe { tiles.config(&X16_TILE_CONFIG) };
     let s = Session(tiles);
@@ -284,10 +322,8 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles>(tiles: &mut T, job: &Job<'_, Block
             }
             for (i, blk) in blocks.iter().enumerate() {
                 expand(blk, &mut b.0);
-                let mut dw = [0.0f32; 16];
-                for (d, h) in dw.iter_mut().zip(blk.d.iter()) {
-                    *d = h.to_f32();
-                }
+                // SAFETY: S's instructions are available (the caller's target features).
+                let dw = unsafe { S::scales(&blk.d) };
                 // SAFETY: b holds 32 rows of 64 bytes; configured tiles 3 and 4 are 16 x 64.
                 unsafe {
                     s.0.load::<3>(b.0.as_ptr().cast(), 64);
@@ -306,10 +342,8 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles>(tiles: &mut T, job: &Job<'_, Block
                         s.0.store::<0>(c.0.as_mut_ptr().cast(), 64);
                     }
                     for ((srow, crow), &dy) in sg.iter_mut().zip(c.0.iter()).zip(a.d.iter()) {
-                        for ((acc, &isum), &d) in srow.iter_mut().zip(crow.iter()).zip(dw.iter()) {
-                            // the reference step (accumulate_block, Contract::Fused)
-                            *acc = (d * dy).mul_add(isum as f32, *acc);
-                        }
+                        // SAFETY: as for S::scales.
+                        unsafe { S::step(srow, crow, &dw, dy) };
                     }
                 }
             }
@@ -333,6 +367,10 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles>(tiles: &mut T, job: &Job<'_, Block
 /// column `j`) at `dst[j * col_stride + r]`. What `GGML_T2P_KERNEL=amx` computes natively for
 /// batches of [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) or more columns, for tests.
 ///
+/// With `simd_step`, the float step and scale conversion are the native kernel's AVX-512 code
+/// (x86-64 with AVX-512 VNNI only: [`Error::Unsupported`] elsewhere), so on such a CPU everything
+/// but the tile instructions is the native kernel's machine code; else [`ScalarStep`].
+///
 /// # Errors
 /// [`Error::InvalidArgument`] unless `w` is X16 and `a` is a T16 pack; otherwise as
 /// [`gemm_raw`](super::gemm_raw) (shape, range, buffer checks).
@@ -342,6 +380,7 @@ pub fn gemm_model(
     dst: &mut [f32],
     col_stride: usize,
     rows: Range<usize>,
+    simd_step: bool,
 ) -> Result<(), Error> {
     let PackedWeights::X16 { blocks, n_rows, k } = *w else {
         return Err(Error::InvalidArgument);
@@ -357,8 +396,20 @@ pub fn gemm_model(
     let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };
     let job = Job { w: blocks, nb: k / crate::format::QK, n_rows, act: a.elements(), n_cols: a.n_cols, out, tiles };
     let mut model = TileModel::new();
+    #[cfg(target_arch = "x86_64")]
+    if simd_step {
+        if !super::KernelLevel::Avx512Vnni.is_available() {
+            return Err(Error::Unsupported);
+        }
+        // SAFETY: validated above; AVX-512 available (checked); dst is uniquely borrowed.
+        unsafe { super::x86_amx::gemm_x16_model_avx512(&mut model, &job) };
+        return Ok(());
+    }
+    if simd_step {
+        return Err(Error::Unsupported);
+    }
     // SAFETY: validated above; the model needs no hardware; dst is uniquely borrowed.
-    unsafe { gemm_x16_tiles(&mut model, &job) };
+    unsafe { gemm_x16_tiles::<_, ScalarStep>(&mut model, &job) };
     debug_assert!(!model.configured());
     Ok(())
 }

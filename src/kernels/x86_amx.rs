@@ -11,10 +11,12 @@
 //! compiled and its disassembly read; the same kernel runs under the scalar model in the tests.
 
 use super::act_pack::ActTile16;
-use super::amx::{gemm_x16_tiles, TileConfig, Tiles};
+use super::amx::{gemm_x16_tiles, FloatStep, TileConfig, TileModel, Tiles};
 use super::operands::Job;
 use crate::format::BlockX16;
 use core::arch::asm;
+use core::arch::x86_64::*;
+use half::f16;
 
 /// The tile unit of the running CPU.
 pub(crate) struct Native;
@@ -63,6 +65,40 @@ impl Tiles for Native {
     }
 }
 
+/// The float step in AVX-512: one zmm of 16 rows per (block, column).
+pub(crate) struct Avx512Step;
+
+impl FloatStep for Avx512Step {
+    #[inline(always)]
+    unsafe fn scales(d: &[f16; 16]) -> [f32; 16] {
+        let mut out = [0.0f32; 16];
+        // SAFETY: 32 readable bytes in, 64 writable out; F16C/AVX-512 F enabled by the caller.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr().cast()))) };
+        out
+    }
+    #[inline(always)]
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32) {
+        // SAFETY: 64 readable bytes each, acc writable; AVX-512 F and FMA enabled by the caller.
+        // vmulps rounds d * dy, vfmadd231ps rounds once: the reference step.
+        unsafe {
+            let d = _mm512_mul_ps(_mm512_loadu_ps(dw.as_ptr()), _mm512_set1_ps(dy));
+            let v = _mm512_cvtepi32_ps(_mm512_loadu_si512(isum.as_ptr().cast()));
+            _mm512_storeu_ps(acc.as_mut_ptr(), _mm512_fmadd_ps(d, v, _mm512_loadu_ps(acc.as_ptr())));
+        }
+    }
+}
+
+/// The tile kernel exactly as [`gemm_x16_16x16_q8_k_amx`] compiles it, but on the scalar tile
+/// model: the test path for everything except the tile instructions, on any AVX-512 CPU.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_x16_model_avx512(model: &mut TileModel, job: &Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: forwarded.
+    unsafe { gemm_x16_tiles::<_, Avx512Step>(model, job) }
+}
+
 /// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), the
 /// reference float step in AVX-512.
 ///
@@ -72,5 +108,5 @@ impl Tiles for Native {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>) {
     // SAFETY: forwarded; the configuration is the static one.
-    unsafe { gemm_x16_tiles(&mut Native, job) }
+    unsafe { gemm_x16_tiles::<_, Avx512Step>(&mut Native, job) }
 }
