@@ -196,6 +196,35 @@ fn model_kernel_thread_splits() {
     }
 }
 
+/// The pack as a C caller fills it: column by column, in pieces of Q8_K blocks, in reverse, into a
+/// buffer full of garbage. (The pack writes the padding columns of the last group too, but the
+/// result does not depend on them: each `A` tile row is one column, whose outputs are dropped;
+/// breaking the padding left this test passing, as it should.)
+#[test]
+fn model_kernel_on_a_garbage_buffer_pack() {
+    use ggml_t2p::kernels::act_pack::{pack_raw, packed_size, ActTile16, PackedActs};
+    for n_cols in [16, 21, 35] {
+        let c = case(0x6A6A + n_cols as u64, 32, 640, n_cols, false);
+        let len = packed_size(ActFormat::T16, c.k, n_cols).unwrap();
+        let mut buf = vec![ActTile16::default(); len / std::mem::size_of::<ActTile16>()];
+        common::bytes_mut(&mut buf).fill(0xC3);
+        let per = c.k.div_ceil(256);
+        for col in (0..n_cols).rev() {
+            for blocks in [0..1, 1..per] {
+                let q = &c.act[col * per + blocks.start..col * per + blocks.end];
+                // SAFETY: our buffer of `len` bytes, 16-byte aligned; one thread.
+                unsafe { pack_raw(ActFormat::T16, c.k, n_cols, col, blocks, q, buf.as_mut_ptr().cast(), len) }.unwrap();
+            }
+        }
+        let view = PackedActs::new(ActFormat::T16, c.k, n_cols, &common::bytes_mut(&mut buf)[..len]).unwrap();
+        for simd in steps() {
+            let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
+            gemm_model(&c.weights(), &view, &mut y, c.n_rows, 0..c.n_rows, simd).unwrap();
+            c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("C-style pack, {n_cols} columns"));
+        }
+    }
+}
+
 /// Largest magnitudes: every weight code 3 (+2) or 0 (-1) against activations of +-127: exact
 /// int32 tile sums, no saturation anywhere.
 #[test]

@@ -93,14 +93,12 @@ mod amx_os {
         // SAFETY: cpuid leaves 0, 1 and 7 (asked only when leaf 0 says they exist) are safe on
         // every x86-64 CPU.
         #[allow(unused_unsafe)]
-        let (max, l1, l7) = unsafe {
-            let max = core::arch::x86_64::__cpuid(0).eax;
-            if max < 7 {
+        let (l1, l7) = unsafe {
+            if core::arch::x86_64::__cpuid(0).eax < 7 {
                 return (false, false);
             }
-            (max, core::arch::x86_64::__cpuid(1), core::arch::x86_64::__cpuid_count(7, 0))
+            (core::arch::x86_64::__cpuid(1), core::arch::x86_64::__cpuid_count(7, 0))
         };
-        let _ = max;
         let (tile, int8) = (l7.edx >> 24 & 1 != 0, l7.edx >> 25 & 1 != 0);
         let osxsave = l1.ecx >> 27 & 1 != 0;
         if !tile || !int8 || !osxsave {
