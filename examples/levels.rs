@@ -70,7 +70,7 @@ fn main() {
         .unwrap_or(9)
         .max(1);
     let quick = args.iter().any(|a| a == "--quick");
-    let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni]
+    let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni, KernelLevel::Amx]
         .into_iter()
         .filter(|l| l.is_available())
         .collect();

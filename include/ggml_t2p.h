@@ -59,6 +59,10 @@ extern "C" {
 #define GGML_T2P_CPU_AVX2       8u  /* AVX2 with FMA and F16C */
 #define GGML_T2P_CPU_AVXVNNI    16u /* AVX-VNNI (and AVX2, FMA, F16C) */
 #define GGML_T2P_CPU_AVX512VNNI 32u /* AVX-512 F, BW, VL, VNNI (and AVX2, FMA, F16C) */
+#define GGML_T2P_CPU_AMX_TILE   64u /* AMX-TILE with the tile state enabled by the OS (XCR0 17, 18) and,
+                                      * on Linux, the tile-data permission granted to this process
+                                      * (arch_prctl ARCH_REQ_XCOMP_PERM, asked once); other OSes: never */
+#define GGML_T2P_CPU_AMX_INT8   128u /* AMX-INT8 (reported only with AMX_TILE) */
 
 /* Kernel levels. AUTO picks the best the CPU has (an error when it has none of the SIMD levels). */
 #define GGML_T2P_KERNEL_AUTO       0
@@ -68,6 +72,9 @@ extern "C" {
 #define GGML_T2P_KERNEL_AVX2       4 /* x86-64: vpmaddubsw, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVXVNNI    5 /* x86-64: vpdpbusd ymm, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16) */
+#define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd 16x16 tiles for gemm of 16+ columns, the
+                                      * AVX512VNNI kernels below that (X16). Never chosen by AUTO
+                                      * (not timed on AMX hardware yet): only when asked for. */
 
 /* Source weight types: ggml type ids in PrismML's fork. */
 #define GGML_T2P_TYPE_PQ2_0  142 /* 128 weights, 34 bytes: fp16 d, qs[32] */
@@ -116,7 +123,7 @@ int32_t ggml_t2p_assume_kernel(int32_t kernel);
  * code. */
 int32_t ggml_t2p_best_kernel(void);
 
-/* Name of a kernel level ("ref", "dotprod", "i8mm", "avx2", "avxvnni", "avx512vnni", "auto"), or
+/* Name of a kernel level ("ref", "dotprod", "i8mm", "avx2", "avxvnni", "avx512vnni", "amx", "auto"), or
  * "unknown". Static storage. */
 const char * ggml_t2p_kernel_name(int32_t kernel);
 

@@ -571,6 +571,7 @@ pub mod abi_check {
         assert!(c::GGML_T2P_KERNEL_AVX2 == K::Avx2 as i32);
         assert!(c::GGML_T2P_KERNEL_AVXVNNI == K::AvxVnni as i32);
         assert!(c::GGML_T2P_KERNEL_AVX512VNNI == K::Avx512Vnni as i32);
+        assert!(c::GGML_T2P_KERNEL_AMX == K::Amx as i32);
         assert!(c::GGML_T2P_LAYOUT_T2P == L::T2p as i32);
         assert!(c::GGML_T2P_LAYOUT_PTQ1_0X4 == L::Ptq1_0x4 as i32);
         assert!(c::GGML_T2P_LAYOUT_X16 == L::X16 as i32);
@@ -602,6 +603,8 @@ pub mod abi_check {
         assert_eq!(one(F { avx2: true, ..F::default() }), c::GGML_T2P_CPU_AVX2);
         assert_eq!(one(F { avxvnni: true, ..F::default() }), c::GGML_T2P_CPU_AVXVNNI);
         assert_eq!(one(F { avx512vnni: true, ..F::default() }), c::GGML_T2P_CPU_AVX512VNNI);
+        assert_eq!(one(F { amx_tile: true, ..F::default() }), c::GGML_T2P_CPU_AMX_TILE);
+        assert_eq!(one(F { amx_int8: true, ..F::default() }), c::GGML_T2P_CPU_AMX_INT8);
     }
 
     #[test]

@@ -385,6 +385,8 @@ fn best_level_choice() {
         (CpuFeatures { avxvnni: true, avx512vnni: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, avx512vnni: true, amd: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, amd: true, ..base }, Some(AvxVnni)),
+        // AMX is only forced, never chosen (not timed on AMX hardware yet)
+        (CpuFeatures { avxvnni: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..base }, Some(Avx512Vnni)),
     ];
     for (f, want) in cases {
         assert_eq!(KernelLevel::best_on(f), want, "{f:?}");

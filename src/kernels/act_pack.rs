@@ -3,13 +3,14 @@
 //! callers only ask for its size ([`packed_size`]) and fill it ([`pack_raw`], safe for disjoint
 //! pieces from several threads at once).
 //!
-//! Three formats, picked by [`ActFormat::for_kernel`] from the layout, kernel level and batch width:
+//! Four formats, picked by [`ActFormat::for_kernel`] from the layout, kernel level and batch width:
 //!
 //! | format | element | for |
 //! |---|---|---|
 //! | [`ActFormat::Halves`] | [`Q8Half`]: one column's 128 values, scale, `-sum` | x86 kernels (activation groups are broadcast from it), the scalar reference |
 //! | [`ActFormat::Dup`] | [`ActDup`]: each 8-value chunk duplicated `[y \| y]` | ARM `sdot` gemv (one column) |
 //! | [`ActFormat::X4`] | [`ActBlockX4`] ("Q8_Kx4"): 4 columns interleaved in 8-byte chunks | ARM `smmla` and `sdot` gemm |
+//! | [`ActFormat::T16`] | [`ActTile16`]: 16 columns as two 16 x 64 int8 AMX tiles, tile major | x86 AMX gemm |
 //!
 //! Element `i` of a column is the half `i % 2` of its Q8_K block `i / 2` that 128-weight block `i`
 //! of a weight row meets (a row of `k = 128 * odd` values has `k/128` halves: the zero-padded half
@@ -136,8 +137,32 @@ impl Default for ActBlockX4 {
     }
 }
 
+/// Sixteen columns' 128-value halves as two AMX `A` tiles (16 rows = columns x 64 bytes):
+/// `qs[h][m][e]` is column `16g + m`, value `64h + e` (tile `h` row `m`, loaded with a 64-byte
+/// stride), and `d[m]` that column's Q8_K scale. Columns past the batch are zero values with
+/// scale 0, so a batch that is not a multiple of 16 runs as padded tiles whose extra outputs are
+/// dropped. No value sums: the AMX kernel expands the weight codes to signed values (`tdpbssd`).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct ActTile16 {
+    /// The two `A` tiles.
+    pub qs: [[[i8; 64]; 16]; 2],
+    /// Scales of the 16 columns.
+    pub d: [f32; 16],
+}
+
+const _: () = assert!(size_of::<ActTile16>() == 2112);
+
+impl Default for ActTile16 {
+    fn default() -> Self {
+        ActTile16 { qs: [[[0; 64]; 16]; 2], d: [0.0; 16] }
+    }
+}
+
 // SAFETY: repr(C), no padding (sizes asserted above are the sums of the fields), any bit pattern.
 unsafe impl Pod for Q8Half {}
+// SAFETY: as above.
+unsafe impl Pod for ActTile16 {}
 // SAFETY: as above.
 unsafe impl Pod for ActDup {}
 // SAFETY: as above.
@@ -152,6 +177,8 @@ pub enum ActFormat {
     Dup,
     /// [`ActBlockX4`] per group of 4 columns and 128-weight block: element `(col / 4) * nb + i`.
     X4,
+    /// [`ActTile16`] per group of 16 columns and 128-weight block: element `(col / 16) * nb + i`.
+    T16,
 }
 
 impl ActFormat {
@@ -166,6 +193,7 @@ impl ActFormat {
         Ok(match level {
             KernelLevel::Dotprod | KernelLevel::I8mm if n_cols == 1 => ActFormat::Dup,
             KernelLevel::Dotprod | KernelLevel::I8mm => ActFormat::X4,
+            KernelLevel::Amx if n_cols >= super::dispatch::AMX_MIN_COLS => ActFormat::T16,
             _ => ActFormat::Halves,
         })
     }
@@ -176,6 +204,7 @@ impl ActFormat {
             ActFormat::Halves => size_of::<Q8Half>(),
             ActFormat::Dup => size_of::<ActDup>(),
             ActFormat::X4 => size_of::<ActBlockX4>(),
+            ActFormat::T16 => size_of::<ActTile16>(),
         }
     }
 
@@ -185,6 +214,16 @@ impl ActFormat {
             ActFormat::Halves => n_cols.checked_mul(nb),
             ActFormat::Dup => (n_cols <= 1).then_some(n_cols * nb),
             ActFormat::X4 => n_cols.div_ceil(4).checked_mul(nb),
+            ActFormat::T16 => n_cols.div_ceil(16).checked_mul(nb),
+        }
+    }
+
+    /// Columns per element group: the batch is padded to a multiple of this.
+    fn group(self) -> usize {
+        match self {
+            ActFormat::Halves | ActFormat::Dup => 1,
+            ActFormat::X4 => 4,
+            ActFormat::T16 => 16,
         }
     }
 }
@@ -258,6 +297,15 @@ unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i:
                     core::ptr::copy_nonoverlapping(qs.as_ptr().add(8 * c), dst.add((4 * c + lane) * 8), 8);
                 }
             }
+            ActFormat::T16 => {
+                let e = base.cast::<ActTile16>().add((col / 16) * nb + i);
+                let m = col % 16;
+                addr_of_mut!((*e).d[m]).write(d);
+                for h in 0..2 {
+                    let row = addr_of_mut!((*e).qs[h][m]).cast::<i8>();
+                    core::ptr::copy_nonoverlapping(qs.as_ptr().add(64 * h), row, 64);
+                }
+            }
         }
     }
 }
@@ -282,7 +330,7 @@ pub(crate) fn check_piece(
 /// buffer at `dst`. `q8k` holds exactly those blocks (`blocks.len()` Q8_K blocks, in order).
 ///
 /// Every call writes only the elements of its (column, halves) and, when `col == n_cols - 1`, the
-/// zero padding lanes of the last [`ActFormat::X4`] group for the same halves. So calls whose
+/// zero padding lanes of the last [`ActFormat::X4`] or [`ActFormat::T16`] group for the same halves. So calls whose
 /// (column, block range) pieces do not overlap may run on different threads at once, and calls
 /// that together cover every block of every column fill the whole buffer.
 ///
@@ -321,7 +369,8 @@ pub unsafe fn pack_raw(
     if !(dst as usize).is_multiple_of(PACKED_ALIGN) {
         return Err(Error::Misaligned);
     }
-    let pad_cols = if format == ActFormat::X4 && col + 1 == n_cols { n_cols..n_cols.div_ceil(4) * 4 } else { 0..0 };
+    let g = format.group();
+    let pad_cols = if col + 1 == n_cols { n_cols..n_cols.div_ceil(g) * g } else { 0..0 };
     let zero = [0i8; QK];
     for (b, blk) in blocks.zip(q8k) {
         for h in 0..2 {

@@ -1,17 +1,23 @@
 //! The one dispatch table: (level, weight layout, activation format) -> one kernel
 //! ([`gemm_raw`]), and the entry points that reach it. The only module that names ISA files.
 
-use super::act_pack::{ActBlockX4, ActDup, ActFormat, PackedActs, Q8Half};
+use super::act_pack::{ActBlockX4, ActDup, ActFormat, ActTile16, PackedActs, Q8Half};
 use super::features::KernelLevel;
 use super::operands::{validate, Activations, Job, OutPtr, PackedWeights};
 use super::scalar;
 #[cfg(target_arch = "aarch64")]
 use super::{neon_dotprod, neon_i8mm, ptq1_0_neon};
 #[cfg(target_arch = "x86_64")]
-use super::{x86_avx2, x86_vnni};
+use super::{x86_amx, x86_avx2, x86_vnni};
 use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use crate::Error;
 use core::ops::Range;
+
+/// The narrowest batch the [`KernelLevel::Amx`] level runs on tiles (packed as
+/// [`ActFormat::T16`]); gemv and narrower batches run its AVX-512 VNNI kernels (Halves pack).
+/// 16 = one full `A` tile: a placeholder, NOT measured (the AMX path has not run on AMX hardware
+/// yet); the crossover is to be timed against `avx512vnni` on a Sapphire/Emerald Rapids Xeon.
+pub const AMX_MIN_COLS: usize = 16;
 
 /// Computes rows `rows` of `dst = W x A` for every activation column, packing the activations
 /// for `level` first (a convenience for tests and tools; a matrix multiplication in ggml packs
@@ -127,11 +133,15 @@ pub unsafe fn gemm_raw(
                 scalar::gemm_ptq1_0x4_4xn_q8_k_generic(job!(blocks, Q8Half))
             }
             (PackedWeights::X16 { blocks, .. }, ActFormat::Halves) => run_x16(level, job!(blocks, Q8Half)),
+            (PackedWeights::X16 { blocks, .. }, ActFormat::T16) => run_amx(job!(blocks, ActTile16)),
             (PackedWeights::T2p { blocks, .. }, ActFormat::Dup) => run_t2p_gemv(job!(blocks, ActDup)),
             (PackedWeights::T2p { blocks, .. }, ActFormat::X4) => run_t2p_gemm(level, job!(blocks, ActBlockX4)),
             (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::Dup) => run_ptq1_gemv(job!(blocks, ActDup)),
             (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::X4) => run_ptq1_gemm(level, job!(blocks, ActBlockX4)),
             (PackedWeights::X16 { .. }, _) => return Err(Error::InvalidArgument),
+            (PackedWeights::T2p { .. } | PackedWeights::Ptq1_0x4 { .. }, ActFormat::T16) => {
+                return Err(Error::InvalidArgument)
+            }
         }
     }
     Ok(())
@@ -150,8 +160,26 @@ unsafe fn run_x16(level: KernelLevel, job: Job<'_, BlockX16, Q8Half>) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512 F/BW/VL/VNNI and the AVX2 set available (the level is); `job` validated.
         KernelLevel::Avx512Vnni => unsafe { x86_vnni::run_avx512vnni(job) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the Amx level includes AVX-512 VNNI (its narrow batches run there); `job`
+        // validated.
+        KernelLevel::Amx => unsafe { x86_vnni::run_avx512vnni(job) },
         _ => scalar::gemm_x16_16xn_q8_k_generic(job),
     }
+}
+
+/// # Safety
+/// `job` validated by `gemm_raw` with a T16 pack; the Amx level available (T16 is only chosen
+/// for it).
+#[allow(unused_variables)]
+unsafe fn run_amx(job: Job<'_, BlockX16, ActTile16>) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: AMX-TILE/INT8 usable and permitted, AVX-512 available (the level is); validated.
+    unsafe {
+        x86_amx::gemm_x16_16x16_q8_k_amx(&job)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("the T16 format is only used by the x86 AMX level");
 }
 
 /// # Safety

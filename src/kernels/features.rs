@@ -22,6 +22,13 @@ pub struct CpuFeatures {
     /// AVX-512 F, BW, VL and VNNI (EVEX `vpdpbusd` on zmm; Ice Lake, Sapphire Rapids, Zen 4) on
     /// top of `avx2`.
     pub avx512vnni: bool,
+    /// AMX-TILE (`CPUID.(7,0):EDX[24]`) usable: the tile state enabled by the OS (XCR0 bits 17
+    /// and 18) and, on Linux, the tile-data permission granted to this process
+    /// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, asked once per process). Other OSes
+    /// report it absent (never checked there).
+    pub amx_tile: bool,
+    /// AMX-INT8 (`CPUID.(7,0):EDX[25]`: `tdpbssd` and friends), reported only with `amx_tile`.
+    pub amx_int8: bool,
     /// The CPU vendor is AMD (x86 only; informational: the level choice is the same on every vendor).
     pub amd: bool,
 }
@@ -60,6 +67,87 @@ mod windows_arm {
         // SAFETY: takes a DWORD by value, returns a BOOL; no pointers, any thread. Unknown feature
         // numbers return FALSE.
         unsafe { IsProcessorFeaturePresent(PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE) != 0 }
+    }
+}
+
+/// Whether the OS lets this process use the AMX tiles: `cpuid`, XCR0 and (Linux) the tile-data
+/// permission. Asked from [`CpuFeatures::query_os`] (once per process, through the cache).
+#[cfg(target_arch = "x86_64")]
+mod amx_os {
+    /// `ARCH_REQ_XCOMP_PERM` (`arch/x86/include/uapi/asm/prctl.h`).
+    #[cfg(target_os = "linux")]
+    const ARCH_REQ_XCOMP_PERM: u64 = 0x1023;
+    /// `XFEATURE_XTILEDATA`: the 8 KiB of tile data (XCR0 bit 18).
+    #[cfg(target_os = "linux")]
+    const XFEATURE_XTILEDATA: u64 = 18;
+    /// `__NR_arch_prctl` on x86-64.
+    #[cfg(target_os = "linux")]
+    const SYS_ARCH_PRCTL: u64 = 158;
+
+    /// `(amx_tile, amx_int8)`: both false unless the CPU reports AMX-TILE, the OS has enabled
+    /// XSAVE (`CPUID.1:ECX[27]` OSXSAVE) with the tile config and tile data state (XCR0 bits 17
+    /// and 18), and on Linux the kernel granted this process the tile-data permission. Other
+    /// OSes: false (Windows enables the state in XCR0 without a request, but that path has not
+    /// been checked here, so it is declined).
+    pub fn usable() -> (bool, bool) {
+        // SAFETY: cpuid leaves 0, 1 and 7 (asked only when leaf 0 says they exist) are safe on
+        // every x86-64 CPU.
+        #[allow(unused_unsafe)]
+        let (l1, l7) = unsafe {
+            if core::arch::x86_64::__cpuid(0).eax < 7 {
+                return (false, false);
+            }
+            (core::arch::x86_64::__cpuid(1), core::arch::x86_64::__cpuid_count(7, 0))
+        };
+        let (tile, int8) = (l7.edx >> 24 & 1 != 0, l7.edx >> 25 & 1 != 0);
+        let osxsave = l1.ecx >> 27 & 1 != 0;
+        if !tile || !int8 || !osxsave {
+            return (false, false);
+        }
+        let xcr0 = xgetbv0();
+        if xcr0 & (0b11 << 17) != 0b11 << 17 {
+            return (false, false);
+        }
+        let granted = request_permission();
+        (granted, granted)
+    }
+
+    /// XCR0 (`xgetbv` with ECX = 0).
+    fn xgetbv0() -> u64 {
+        let (lo, hi): (u32, u32);
+        // SAFETY: xgetbv with ECX = 0 reads XCR0; it is valid when CPUID.1:ECX.OSXSAVE is set,
+        // which the caller checked. No memory, no stack.
+        unsafe {
+            core::arch::asm!("xgetbv", in("ecx") 0u32, out("eax") lo, out("edx") hi,
+                options(nomem, nostack, preserves_flags));
+        }
+        u64::from(hi) << 32 | u64::from(lo)
+    }
+
+    /// Asks Linux for the tile-data permission for the whole process (threads created before or
+    /// after, and children after `fork()`, share or inherit it). Idempotent: asking again when
+    /// granted succeeds. `false` when refused (a kernel before 5.16, seccomp, a container policy).
+    #[cfg(target_os = "linux")]
+    fn request_permission() -> bool {
+        let ret: i64;
+        // SAFETY: the raw arch_prctl system call (std links no libc wrapper for it that Rust can
+        // name without the libc crate): rax = number, rdi/rsi = arguments; the kernel clobbers
+        // rcx and r11 and returns in rax. It changes only the process's permission mask.
+        unsafe {
+            core::arch::asm!("syscall",
+                inlateout("rax") SYS_ARCH_PRCTL as i64 => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _, lateout("r11") _,
+                options(nostack));
+        }
+        ret == 0
+    }
+
+    /// Not Linux: declined (see [`usable`]).
+    #[cfg(not(target_os = "linux"))]
+    fn request_permission() -> bool {
+        false
     }
 }
 
@@ -113,6 +201,9 @@ impl CpuFeatures {
             let id = unsafe { core::arch::x86_64::__cpuid(0) };
             f.amd = (id.ebx, id.edx, id.ecx) == (0x6874_7541, 0x6974_6E65, 0x444D_4163);
             // "AuthenticAMD"
+            let (tile, int8) = amx_os::usable();
+            f.amx_tile = tile;
+            f.amx_int8 = tile && int8;
         }
         f
     }
@@ -139,6 +230,8 @@ impl CpuFeatures {
             avx2: b & 8 != 0,
             avxvnni: b & 16 != 0,
             avx512vnni: b & 32 != 0,
+            amx_tile: b & 64 != 0,
+            amx_int8: b & 128 != 0,
             amd: false,
         }
     }
@@ -149,7 +242,7 @@ impl CpuFeatures {
     }
 
     /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
-    /// 32 AVX-512 VNNI (+F, BW, VL).
+    /// 32 AVX-512 VNNI (+F, BW, VL), 64 AMX-TILE (with the OS state and permission), 128 AMX-INT8.
     pub fn bits(self) -> u32 {
         u32::from(self.neon)
             | u32::from(self.dotprod) << 1
@@ -157,6 +250,8 @@ impl CpuFeatures {
             | u32::from(self.avx2) << 3
             | u32::from(self.avxvnni) << 4
             | u32::from(self.avx512vnni) << 5
+            | u32::from(self.amx_tile) << 6
+            | u32::from(self.amx_int8) << 7
     }
 }
 
@@ -176,17 +271,23 @@ pub enum KernelLevel {
     AvxVnni = 5,
     /// x86-64 AVX-512 VNNI: `vpdpbusd` on zmm, X16.
     Avx512Vnni = 6,
+    /// x86-64 AMX-INT8 (Sapphire Rapids and later): `tdpbssd` on 16x16 tiles for gemm of at least
+    /// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns, the AVX-512 VNNI kernels below
+    /// that (gemv, narrow batches), X16. Only by request (`GGML_T2P_KERNEL=amx`): never chosen
+    /// by [`KernelLevel::best`], as it has not been timed on AMX hardware yet.
+    Amx = 7,
 }
 
 impl KernelLevel {
     /// All levels, portable first.
-    pub const ALL: [KernelLevel; 6] = [
+    pub const ALL: [KernelLevel; 7] = [
         KernelLevel::Reference,
         KernelLevel::Dotprod,
         KernelLevel::I8mm,
         KernelLevel::Avx2,
         KernelLevel::AvxVnni,
         KernelLevel::Avx512Vnni,
+        KernelLevel::Amx,
     ];
 
     /// Parses the C value; `None` for anything else.
@@ -200,7 +301,7 @@ impl KernelLevel {
     }
 
     /// Short name, as printed in logs and accepted by `GGML_T2P_KERNEL` (`ref`, `dotprod`,
-    /// `i8mm`, `avx2`, `avxvnni`, `avx512vnni`).
+    /// `i8mm`, `avx2`, `avxvnni`, `avx512vnni`, `amx`).
     pub fn name(self) -> &'static str {
         self.name_c().trim_end_matches('\0')
     }
@@ -214,6 +315,7 @@ impl KernelLevel {
             KernelLevel::Avx2 => "avx2\0",
             KernelLevel::AvxVnni => "avxvnni\0",
             KernelLevel::Avx512Vnni => "avx512vnni\0",
+            KernelLevel::Amx => "amx\0",
         }
     }
 
@@ -222,7 +324,9 @@ impl KernelLevel {
         match self {
             KernelLevel::Reference => true,
             KernelLevel::Dotprod | KernelLevel::I8mm => matches!(layout, Layout::T2p | Layout::Ptq1_0x4),
-            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni => layout == Layout::X16,
+            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni | KernelLevel::Amx => {
+                layout == Layout::X16
+            }
         }
     }
 
@@ -242,6 +346,7 @@ impl KernelLevel {
             KernelLevel::Avx2 => x86 && f.avx2,
             KernelLevel::AvxVnni => x86 && f.avxvnni,
             KernelLevel::Avx512Vnni => x86 && f.avx512vnni,
+            KernelLevel::Amx => x86 && f.avx2 && f.avx512vnni && f.amx_tile && f.amx_int8,
         }
     }
 
@@ -255,6 +360,7 @@ impl KernelLevel {
             KernelLevel::Avx2 => CpuFeatures { avx2: true, ..f },
             KernelLevel::AvxVnni => CpuFeatures { avx2: true, avxvnni: true, ..f },
             KernelLevel::Avx512Vnni => CpuFeatures { avx2: true, avx512vnni: true, ..f },
+            KernelLevel::Amx => CpuFeatures { avx2: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..f },
         }
     }
 
@@ -266,7 +372,8 @@ impl KernelLevel {
     /// timing of these kernels (`cargo run --release --example levels`; README, "Which level `auto`
     /// picks"): on an Emerald Rapids Xeon zmm won 14 of 15 gemv cells and its gemm ran 1.3-2.3x
     /// ymm (issue 18), on Zen 4 zmm ran 1.1-1.6x AVX2 at gemv and 1.6-1.8x at 64+ columns.
-    /// Alder/Arrow Lake have AVX-VNNI without AVX-512, so they get ymm.
+    /// Alder/Arrow Lake have AVX-VNNI without AVX-512, so they get ymm. [`KernelLevel::Amx`] is
+    /// not in the order: it has never been timed on AMX hardware, so it runs only when forced.
     pub fn best() -> Option<Self> {
         Self::best_on(CpuFeatures::detect())
     }
@@ -284,7 +391,7 @@ impl KernelLevel {
     pub fn layout_for(self, src: SourceType, prefer_compact: bool) -> Layout {
         let arm_layout = if prefer_compact && src == SourceType::Ptq1_0 { Layout::Ptq1_0x4 } else { Layout::T2p };
         match self {
-            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni => Layout::X16,
+            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni | KernelLevel::Amx => Layout::X16,
             KernelLevel::Dotprod | KernelLevel::I8mm => arm_layout,
             KernelLevel::Reference if cfg!(target_arch = "x86_64") => Layout::X16,
             KernelLevel::Reference => arm_layout,
@@ -345,7 +452,7 @@ mod assume_tests {
 
     #[test]
     fn bits_round_trip() {
-        for b in 0..64 {
+        for b in 0..256 {
             assert_eq!(CpuFeatures::from_bits(b).bits(), b);
         }
         let amd = CpuFeatures { avx2: true, amd: true, ..CpuFeatures::default() };

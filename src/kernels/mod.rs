@@ -13,6 +13,7 @@
 //! | [`KernelLevel::Avx2`] | X16 | `vpmaddubsw`, 16 rows | `vpmaddubsw`, 16 rows x 4 columns |
 //! | [`KernelLevel::AvxVnni`] | X16 | `vpdpbusd` ymm, 16 rows | `vpdpbusd` ymm, 16 rows x 2 columns |
 //! | [`KernelLevel::Avx512Vnni`] | X16 | `vpdpbusd` zmm, 16 rows | `vpdpbusd` zmm, 16 rows x 8 columns |
+//! | [`KernelLevel::Amx`] (forced only) | X16 | as avx512vnni | `tdpbssd`, 16 rows x 16 columns (as avx512vnni below [`dispatch::AMX_MIN_COLS`]) |
 //!
 //! [`KernelLevel::best`] is `None` on a CPU without dotprod (ARM) or without AVX2+FMA+F16C (x86):
 //! callers then decline and stock code runs. Nothing in here knows about ggml; the C ABI in
@@ -20,11 +21,13 @@
 //!
 //! ## Modules, one way
 //! Shared: [`features`] (CPU features, levels, the choice), [`operands`] (weights, activations,
-//! output, validation), [`act_pack`] (the activation pack). Kernels: [`scalar`] and the ISA files,
+//! output, validation), [`act_pack`] (the activation pack). Kernels: [`scalar`], [`amx`] (the
+//! tile kernel over a tile interface, with its scalar model) and the ISA files,
 //! which use only the shared modules. [`dispatch`] (the one table) is the only module that names
 //! an ISA file; [`driver`] splits rows over threads through it. This file only declares.
 
 pub mod act_pack;
+pub mod amx;
 pub mod dispatch;
 pub mod driver;
 pub mod features;
@@ -44,6 +47,8 @@ pub mod ptq1_0_neon;
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_amx;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

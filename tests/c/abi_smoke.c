@@ -214,6 +214,8 @@ int main(void) {
     CHECK(ggml_t2p_kernel_from_name("sse2", &kid) == GGML_T2P_ERR_INVALID_ARGUMENT, "unknown kernel name");
     CHECK(ggml_t2p_kernel_from_name(NULL, &kid) == GGML_T2P_ERR_NULL, "null kernel name");
     CHECK(strcmp(ggml_t2p_kernel_name(GGML_T2P_KERNEL_AVXVNNI), "avxvnni") == 0, "kernel name");
+    CHECK(ggml_t2p_kernel_from_name("amx", &kid) == GGML_T2P_OK && kid == GGML_T2P_KERNEL_AMX, "amx from name");
+    CHECK(strcmp(ggml_t2p_kernel_name(GGML_T2P_KERNEL_AMX), "amx") == 0, "amx kernel name");
     CHECK(strcmp(ggml_t2p_layout_name(GGML_T2P_LAYOUT_X16), "X16") == 0, "layout name");
     CHECK(strcmp(ggml_t2p_status_string(GGML_T2P_ERR_RANGE), "unknown status") != 0, "status string");
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0x80, &kid) == GGML_T2P_ERR_INVALID_ARGUMENT, "unknown layout flag");

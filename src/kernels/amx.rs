@@ -1,0 +1,538 @@
+//! The AMX-INT8 X16 gemm, written once over a small tile interface ([`Tiles`]) so that the same
+//! kernel runs natively (`x86_amx`: `ldtilecfg`, `tileloadd`, `tdpbssd`, ... through `asm!`)
+//! and, on every machine, under [`TileModel`], a scalar model of those instructions' exact
+//! semantics (Intel SDM / ISE pseudo-code), which the test suite holds against the reference.
+//!
+//! ## The arithmetic (one 16-row X16 block against 16 activation columns)
+//! `tdpbssd C, A, B` adds to each int32 `C[m][n]` the products of the signed bytes
+//! `A[m][4k..4k+4]` and `B[k][4n..4n+4]` over `k` (no saturation; the int32 adds wrap).
+//! Slot `s` of X16 word `w` holds, in lane `n` (bytes `4n..4n+4`), the codes `u = v + 1` of weights
+//! `16w + 4s .. 16w + 4s + 4` of row `n` ([`crate::format::BlockX16`]), so the bytes
+//! `((word >> 2s) & 3) - 1` are one row of a `B` tile: row `k = 4w + s` (the 4-weight group
+//! `k`), column `n` = weight row `n`. Words 0..4 give `B` rows 0..16 (weights 0..64), words 4..8
+//! rows 16..32 (weights 64..128): two `B` tiles of 16 rows x 64 bytes per block, no transpose.
+//! `A` is 16 columns (tokens) x 64 int8 activations ([`ActTile16`]), so after two `tdpbssd` the
+//! `C` tile holds `isum` of every (column `m`, row `n`) of the block: exact, as
+//! `|isum| <= 128 * 2 * 128`. Then the reference float step per 128-block, in block order:
+//! `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)` ([`crate::reference::accumulate_block`] with
+//! [`Contract::Fused`](crate::reference::Contract)), so every output has the reference bits.
+//!
+//! Tiles: `tmm0` = C, `tmm1`/`tmm2` = the two `A` halves, `tmm3`/`tmm4` = the two `B` halves
+//! (expanded once per block and kept resident while up to [`GROUPS`] column groups pass).
+
+use super::act_pack::ActTile16;
+use super::operands::{validate, Job, OutPtr, PackedWeights};
+use crate::format::{BlockX16, X16_ROWS};
+use crate::Error;
+use core::ops::Range;
+
+/// Palette 1 tile configuration: the 64-byte memory operand of `ldtilecfg`. `colsb[t]` bytes per
+/// row and `rows[t]` rows of tile `t` (0..8; entries 8..16 reserved, zero).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct TileConfig {
+    /// 1 (palette 0 means "release every tile").
+    pub palette: u8,
+    /// Restart row of an interrupted load/store: 0.
+    pub start_row: u8,
+    /// Reserved, zero.
+    pub reserved: [u8; 14],
+    /// Bytes per row of each tile.
+    pub colsb: [u16; 16],
+    /// Rows of each tile.
+    pub rows: [u8; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<TileConfig>() == 64);
+
+/// The kernel's configuration: tiles 0..5 of 16 rows x 64 bytes, the rest unused. A `static`:
+/// `ldtilecfg` reads it from memory that the compiler cannot elide or leave unwritten (stock
+/// ggml's tile configuration on the stack was optimized away: SIGILL at the first `tileloadd`).
+pub static X16_TILE_CONFIG: TileConfig = TileConfig {
+    palette: 1,
+    start_row: 0,
+    reserved: [0; 14],
+    colsb: [64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    rows: [16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+};
+
+/// The tile operations the kernel uses, with the semantics of the AMX instructions of the same
+/// names. Tile numbers are const parameters (they are part of the instruction encoding).
+///
+/// # Safety (every method)
+/// The native implementation executes AMX instructions: the CPU must have AMX-TILE and AMX-INT8
+/// with the tile state enabled and permitted (`KernelLevel::Amx` available); tile operations
+/// other than [`Tiles::config`] need a configuration loaded, and shapes must agree with it
+/// (else `#UD`). Pointers must be valid for the configured rows x bytes at `stride`.
+pub trait Tiles {
+    /// `ldtilecfg [cfg]`: loads the configuration and zeroes every tile.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn config(&mut self, cfg: &'static TileConfig);
+    /// `tilezero tmmT`.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn zero<const T: u8>(&mut self);
+    /// `tileloadd tmmT, [p + stride]`: row `r` from `p + r * stride` (configured bytes per row;
+    /// the rest of the tile zeroed).
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize);
+    /// `tdpbssd tmmC, tmmA, tmmB`: `C[m][n] += sum_k A[m][4k..4k+4] . B[k][4n..4n+4]`, signed
+    /// bytes, int32 wrapping.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self);
+    /// `tilestored [p + stride], tmmT`.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize);
+    /// `tilerelease`: back to the init state (no configuration, tiles zero).
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn release(&mut self);
+}
+
+/// A scalar model of the tile unit (palette 1: 8 tiles of up to 16 rows x 64 bytes), exact per
+/// the instructions' pseudo-code, and strict: every condition under which the hardware raises
+/// `#UD` or `#GP` (no configuration, an unconfigured tile, shapes that disagree, a reserved
+/// field set) panics instead, so the model also checks the kernel's configuration.
+#[derive(Clone, Debug)]
+pub struct TileModel {
+    cfg: Option<TileConfig>,
+    t: [[[u8; 64]; 16]; 8],
+}
+
+impl Default for TileModel {
+    fn default() -> Self {
+        TileModel { cfg: None, t: [[[0; 64]; 16]; 8] }
+    }
+}
+
+impl TileModel {
+    /// A model in the init state (no configuration).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a configuration is loaded (false after [`Tiles::release`]).
+    pub fn configured(&self) -> bool {
+        self.cfg.is_some()
+    }
+
+    /// `(rows, bytes per row)` of configured tile `t`; panics where the hardware faults.
+    fn shape(&self, t: u8) -> (usize, usize) {
+        let cfg = self.cfg.as_ref().expect("tile instruction without a configuration (#UD)");
+        let t = usize::from(t);
+        assert!(t < 8, "tile {t} does not exist");
+        let (rows, colsb) = (usize::from(cfg.rows[t]), usize::from(cfg.colsb[t]));
+        assert!(rows > 0 && colsb > 0, "tile {t} is not configured (#UD)");
+        (rows, colsb)
+    }
+
+    /// Tile `t`'s row `r` as int32 lanes.
+    fn dword(&self, t: u8, r: usize, i: usize) -> i32 {
+        let b = &self.t[usize::from(t)][r][4 * i..4 * i + 4];
+        i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl Tiles for TileModel {
+    unsafe fn config(&mut self, cfg: &'static TileConfig) {
+        assert_eq!(cfg.palette, 1, "only palette 1 is modelled");
+        assert_eq!(cfg.start_row, 0);
+        assert!(cfg.reserved.iter().all(|&b| b == 0), "reserved bytes set (#GP)");
+        for t in 0..16 {
+            let (rows, colsb) = (cfg.rows[t], cfg.colsb[t]);
+            if t >= 8 {
+                assert!(rows == 0 && colsb == 0, "tile {t} does not exist in palette 1 (#GP)");
+            }
+            assert!(rows <= 16 && colsb <= 64, "tile {t} too large (#GP)");
+            assert_eq!(rows == 0, colsb == 0, "tile {t} half configured (#GP)");
+        }
+        self.cfg = Some(*cfg);
+        self.t = [[[0; 64]; 16]; 8];
+    }
+
+    unsafe fn zero<const T: u8>(&mut self) {
+        self.shape(T);
+        self.t[usize::from(T)] = [[0; 64]; 16];
+    }
+
+    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
+        let (rows, colsb) = self.shape(T);
+        let tile = &mut self.t[usize::from(T)];
+        *tile = [[0; 64]; 16];
+        for (r, row) in tile.iter_mut().enumerate().take(rows) {
+            // SAFETY: the caller passes rows x colsb readable bytes at `stride` (trait contract).
+            unsafe { core::ptr::copy_nonoverlapping(p.add(r * stride), row.as_mut_ptr(), colsb) };
+        }
+    }
+
+    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
+        let (c_rows, c_colsb) = self.shape(C);
+        let (a_rows, a_colsb) = self.shape(A);
+        let (b_rows, b_colsb) = self.shape(B);
+        assert!(C != A && C != B && A != B, "tdpbssd needs three different tiles (#UD)");
+        assert!(c_colsb % 4 == 0 && a_colsb % 4 == 0 && b_colsb % 4 == 0, "colsb not a multiple of 4 (#UD)");
+        assert_eq!(a_colsb / 4, b_rows, "A's K/4 != B's rows (#UD)");
+        assert_eq!(c_colsb, b_colsb, "C and B column bytes differ (#UD)");
+        assert_eq!(c_rows, a_rows, "C and A rows differ (#UD)");
+        for m in 0..c_rows {
+            let mut tmp = [0i32; 16];
+            for (n, v) in tmp.iter_mut().enumerate().take(c_colsb / 4) {
+                *v = self.dword(C, m, n);
+            }
+            for k in 0..a_colsb / 4 {
+                for (n, v) in tmp.iter_mut().enumerate().take(c_colsb / 4) {
+                    let a = &self.t[usize::from(A)][m][4 * k..4 * k + 4];
+                    let b = &self.t[usize::from(B)][k][4 * n..4 * n + 4];
+                    // DPBD: four products of sign-extended bytes (each exact in 16 bits), added
+                    // to the dword with 32-bit wrap-around.
+                    let p: i32 = (0..4).map(|e| i32::from(a[e] as i8) * i32::from(b[e] as i8)).sum();
+                    *v = v.wrapping_add(p);
+                }
+            }
+            let row = &mut self.t[usize::from(C)][m];
+            *row = [0; 64];
+            for (n, v) in tmp.iter().enumerate().take(c_colsb / 4) {
+                row[4 * n..4 * n + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
+        let (rows, colsb) = self.shape(T);
+        for (r, row) in self.t[usize::from(T)].iter().enumerate().take(rows) {
+            // SAFETY: the caller passes rows x colsb writable bytes at `stride` (trait contract).
+            unsafe { core::ptr::copy_nonoverlapping(row.as_ptr(), p.add(r * stride), colsb) };
+        }
+    }
+
+    unsafe fn release(&mut self) {
+        self.cfg = None;
+        self.t = [[[0; 64]; 16]; 8];
+    }
+}
+
+/// The per-block float step of the kernel, 16 lanes = 16 weight rows: the reference's
+/// `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)`, the product rounded first. [`ScalarStep`]
+/// is the portable one (under the model in tests); the native kernel uses AVX-512 (`x86_amx`),
+/// which the tests also run under the model where the CPU has AVX-512.
+pub trait FloatStep {
+    /// The 16 fp16 row scales as f32 (exact).
+    ///
+    /// # Safety
+    /// The implementation's instructions are available.
+    unsafe fn scales(d: &[half::f16; 16]) -> [f32; 16];
+    /// `acc[n] = fma(dw[n] * dy, isum[n] as f32, acc[n])` for every `n`.
+    ///
+    /// # Safety
+    /// The implementation's instructions are available.
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32);
+}
+
+/// [`FloatStep`] in plain Rust (`f32::mul_add`: one rounding, as the reference's
+/// [`Contract::Fused`](crate::reference::Contract)).
+pub struct ScalarStep;
+
+impl FloatStep for ScalarStep {
+    #[inline(always)]
+    unsafe fn scales(d: &[half::f16; 16]) -> [f32; 16] {
+        let mut out = [0.0f32; 16];
+        for (o, h) in out.iter_mut().zip(d.iter()) {
+            *o = h.to_f32();
+        }
+        out
+    }
+    #[inline(always)]
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32) {
+        for ((a, &i), &d) in acc.iter_mut().zip(isum.iter()).zip(dw.iter()) {
+            *a = (d * dy).mul_add(i as f32, *a);
+        }
+    }
+}
+
+/// Column groups (of 16) per pass over a row tile's blocks: each block's `B` tiles are expanded
+/// once per pass and kept resident while these groups go through them (16 KiB of float sums).
+pub const GROUPS: usize = 16;
+
+/// `N` bytes aligned to 64 (a tile row per 64 bytes).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Aligned<T>(T);
+
+/// Expands an X16 block into the two `B` tiles: `b[4w + s][j] = ((qs[w][j] >> 2s) & 3) - 1`.
+#[inline(always)]
+fn expand(blk: &BlockX16, b: &mut [[i8; 64]; 32]) {
+    for (w, word) in blk.qs.iter().enumerate() {
+        for s in 0..4 {
+            let row = &mut b[4 * w + s];
+            for (dst, &x) in row.iter_mut().zip(word.iter()) {
+                *dst = ((x >> (2 * s)) & 3) as i8 - 1;
+            }
+        }
+    }
+}
+
+/// Releases the tiles when dropped: at the kernel's exit, and on an unwinding panic too.
+struct Session<'a, T: Tiles>(&'a mut T);
+
+impl<T: Tiles> Drop for Session<'_, T> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: the session was opened by loading a configuration on this thread.
+        unsafe { self.0.release() }
+    }
+}
+
+/// The X16 x Q8_K gemm on tiles: for each row tile of the job, column groups of 16 (the last one
+/// padded) in passes of up to [`GROUPS`], each block's `isum` tile from two `tdpbssd`, then the
+/// reference float step in block order. Loads the configuration at entry and releases the tiles
+/// at exit.
+///
+/// # Safety
+/// `job` validated by `gemm_raw` (or [`gemm_model`]) with a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack;
+/// for the native tiles, AMX usable on this thread's process (see [`Tiles`]).
+#[inline(always)]
+pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: FloatStep>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
+    unsafe { tiles.config(&X16_TILE_CONFIG) };
+    let s = Session(tiles);
+    let nb = job.nb;
+    let groups = job.n_cols.div_ceil(16);
+    let mut b = Aligned([[0i8; 64]; 32]);
+    let mut c = Aligned([[0i32; 16]; 16]);
+    let mut sumf = [[[0.0f32; 16]; 16]; GROUPS];
+    for t in job.tiles.clone() {
+        let blocks = job.tile(t);
+        let r0 = X16_ROWS * t;
+        let rows = X16_ROWS.min(job.n_rows - r0);
+        let mut g0 = 0;
+        while g0 < groups {
+            let ng = GROUPS.min(groups - g0);
+            for sg in sumf.iter_mut().take(ng) {
+                *sg = [[0.0; 16]; 16];
+            }
+            for (i, blk) in blocks.iter().enumerate() {
+                expand(blk, &mut b.0);
+                // SAFETY: S's instructions are available (the caller's target features).
+                let dw = unsafe { S::scales(&blk.d) };
+                // SAFETY: b holds 32 rows of 64 bytes; configured tiles 3 and 4 are 16 x 64.
+                unsafe {
+                    s.0.load::<3>(b.0.as_ptr().cast(), 64);
+                    s.0.load::<4>(b.0[16..].as_ptr().cast(), 64);
+                }
+                for (gi, sg) in sumf.iter_mut().enumerate().take(ng) {
+                    let a = &job.act[(g0 + gi) * nb + i];
+                    // SAFETY: each A half is 16 rows of 64 bytes; c is 16 rows of 64 bytes;
+                    // tiles 0..5 configured 16 x 64 (shapes agree for tdpbssd: K/4 = 16 = B rows).
+                    unsafe {
+                        s.0.zero::<0>();
+                        s.0.load::<1>(a.qs[0].as_ptr().cast(), 64);
+                        s.0.load::<2>(a.qs[1].as_ptr().cast(), 64);
+                        s.0.dpbssd::<0, 1, 3>();
+                        s.0.dpbssd::<0, 2, 4>();
+                        s.0.store::<0>(c.0.as_mut_ptr().cast(), 64);
+                    }
+                    for ((srow, crow), &dy) in sg.iter_mut().zip(c.0.iter()).zip(a.d.iter()) {
+                        // SAFETY: as for S::scales.
+                        unsafe { S::step(srow, crow, &dw, dy) };
+                    }
+                }
+            }
+            for (gi, sg) in sumf.iter().enumerate().take(ng) {
+                let c0 = 16 * (g0 + gi);
+                for (m, srow) in sg.iter().enumerate().take(job.n_cols - c0) {
+                    for (n, &v) in srow.iter().enumerate().take(rows) {
+                        // SAFETY: the job owns rows r0 .. r0 + rows of every column (validated).
+                        unsafe { job.out.write(r0 + n, c0 + m, v) };
+                    }
+                }
+            }
+            g0 += ng;
+        }
+    }
+    drop(s);
+}
+
+/// The tile kernel under [`TileModel`], on any machine: rows `rows` of `dst = W x A` from X16
+/// weights and a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack, element (row `r`,
+/// column `j`) at `dst[j * col_stride + r]`. What `GGML_T2P_KERNEL=amx` computes natively for
+/// batches of [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) or more columns, for tests.
+///
+/// With `simd_step`, the float step and scale conversion are the native kernel's AVX-512 code
+/// (x86-64 with AVX-512 VNNI only: [`Error::Unsupported`] elsewhere), so on such a CPU everything
+/// but the tile instructions is the native kernel's machine code; else [`ScalarStep`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] unless `w` is X16 and `a` is a T16 pack; otherwise as
+/// [`gemm_raw`](super::gemm_raw) (shape, range, buffer checks).
+pub fn gemm_model(
+    w: &PackedWeights<'_>,
+    a: &super::act_pack::PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+    simd_step: bool,
+) -> Result<(), Error> {
+    let PackedWeights::X16 { blocks, n_rows, k } = *w else {
+        return Err(Error::InvalidArgument);
+    };
+    if a.format != super::act_pack::ActFormat::T16 {
+        return Err(Error::InvalidArgument);
+    }
+    validate(w, a, dst.len(), col_stride, &rows)?;
+    if rows.is_empty() || a.n_cols == 0 {
+        return Ok(());
+    }
+    let tiles = rows.start / X16_ROWS..rows.end.div_ceil(X16_ROWS);
+    let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };
+    let job = Job { w: blocks, nb: k / crate::format::QK, n_rows, act: a.elements(), n_cols: a.n_cols, out, tiles };
+    let mut model = TileModel::new();
+    #[cfg(target_arch = "x86_64")]
+    if simd_step {
+        if !super::KernelLevel::Avx512Vnni.is_available() {
+            return Err(Error::Unsupported);
+        }
+        // SAFETY: validated above; AVX-512 available (checked); dst is uniquely borrowed.
+        unsafe { super::x86_amx::gemm_x16_model_avx512(&mut model, &job) };
+        return Ok(());
+    }
+    if simd_step {
+        return Err(Error::Unsupported);
+    }
+    // SAFETY: validated above; the model needs no hardware; dst is uniquely borrowed.
+    unsafe { gemm_x16_tiles::<_, ScalarStep>(&mut model, &job) };
+    debug_assert!(!model.configured());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic byte stream.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect()
+    }
+
+    /// The model's `tdpbssd` against the formula written out directly, from a C tile that starts
+    /// next to the int32 limits so that the adds wrap both ways.
+    #[test]
+    fn model_tdpbssd_is_the_formula_with_wrapping() {
+        let a = bytes(1, 16 * 64);
+        let mut bb = bytes(2, 16 * 64);
+        bb[0..4].copy_from_slice(&[0x80; 4]); // -128 x A: large products
+        let mut c0 = vec![0u8; 16 * 64];
+        for m in 0..16 {
+            for n in 0..16 {
+                let v: i32 = match (m + n) % 3 {
+                    0 => i32::MAX - 1000,
+                    1 => i32::MIN + 1000,
+                    _ => (m * 1000 + n) as i32 - 5000,
+                };
+                c0[64 * m + 4 * n..64 * m + 4 * n + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut t = TileModel::new();
+        let mut out = vec![0u8; 16 * 64];
+        // SAFETY: the model; every buffer is 16 x 64 bytes.
+        unsafe {
+            t.config(&X16_TILE_CONFIG);
+            t.load::<0>(c0.as_ptr(), 64);
+            t.load::<1>(a.as_ptr(), 64);
+            t.load::<3>(bb.as_ptr(), 64);
+            t.dpbssd::<0, 1, 3>();
+            t.store::<0>(out.as_mut_ptr(), 64);
+            t.release();
+        }
+        assert!(!t.configured());
+        let mut wrapped = 0;
+        for m in 0..16 {
+            for n in 0..16 {
+                let start = i64::from(i32::from_le_bytes(c0[64 * m + 4 * n..][..4].try_into().unwrap()));
+                let mut exact = start;
+                for k in 0..16 {
+                    for e in 0..4 {
+                        exact += i64::from(a[64 * m + 4 * k + e] as i8) * i64::from(bb[64 * k + 4 * n + e] as i8);
+                    }
+                }
+                let want = exact as i32; // two's complement wrap-around
+                wrapped += usize::from(i64::from(want) != exact);
+                let got = i32::from_le_bytes(out[64 * m + 4 * n..][..4].try_into().unwrap());
+                assert_eq!(got, want, "C[{m}][{n}]");
+            }
+        }
+        assert!(wrapped > 0, "the test data must make some sums wrap");
+    }
+
+    /// Loads honour the stride and zero the columns past the configured width; stores write only
+    /// the configured bytes.
+    #[test]
+    fn model_load_store_stride() {
+        static NARROW: TileConfig = TileConfig {
+            palette: 1,
+            start_row: 0,
+            reserved: [0; 14],
+            colsb: [8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            rows: [3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        };
+        let src: Vec<u8> = (0..100).collect();
+        let mut dst = vec![0xFFu8; 60];
+        let mut t = TileModel::new();
+        // SAFETY: the model; 3 rows of 8 bytes at strides 20 and 16 fit both buffers.
+        unsafe {
+            t.config(&NARROW);
+            t.load::<0>(src.as_ptr().add(1), 20);
+            t.store::<0>(dst.as_mut_ptr(), 16);
+        }
+        for r in 0..3 {
+            assert_eq!(&dst[16 * r..16 * r + 8], &src[1 + 20 * r..1 + 20 * r + 8]);
+            assert!(dst[16 * r + 8..16 * r + 16].iter().all(|&b| b == 0xFF), "bytes past colsb untouched");
+        }
+        assert!(t.t[0][0][8..].iter().all(|&b| b == 0) && t.t[0][3].iter().all(|&b| b == 0));
+    }
+
+    /// The model refuses what the hardware refuses.
+    #[test]
+    #[should_panic(expected = "without a configuration")]
+    fn model_needs_a_configuration() {
+        let mut t = TileModel::new();
+        // SAFETY: the model (it panics, as the hardware would fault).
+        unsafe { t.zero::<0>() };
+    }
+
+    /// Expansion: B row `4w + s`, byte `4n + e` is row `n`'s weight `16w + 4s + e`, i.e. `A`'s
+    /// value index `4k + e` for B row `k` (checked against the layout's own accessor).
+    #[test]
+    fn expansion_is_the_x16_layout() {
+        let raw = bytes(7, 512);
+        let mut blk = BlockX16::default();
+        for (w, word) in blk.qs.iter_mut().enumerate() {
+            word.copy_from_slice(&raw[64 * w..64 * w + 64]);
+        }
+        let mut b = [[0i8; 64]; 32];
+        expand(&blk, &mut b);
+        for n in 0..16 {
+            for j in 0..128 {
+                let (k, e) = (j / 4, j % 4);
+                assert_eq!(i32::from(b[k][4 * n + e]), i32::from(blk.code(n, j)) - 1, "row {n} weight {j}");
+            }
+        }
+    }
+}

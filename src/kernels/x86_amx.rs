@@ -1,0 +1,112 @@
+//! The native AMX-INT8 tile operations ([`Tiles`] through `asm!`: Rust's AMX intrinsics are
+//! unstable) and the level's gemm, the kernel of [`super::amx`] compiled for AVX-512 (its
+//! expansion and float step) with these tiles.
+//!
+//! Faults avoided by construction (stock ggml's AMX path raised SIGILL on both): the
+//! configuration is read by `ldtilecfg` from a `static` (`amx::X16_TILE_CONFIG`), never from a stack
+//! object the optimizer may drop, at every kernel entry, and the tiles are released at exit; the
+//! Linux tile-data permission is asked for the whole process when the features are first asked
+//! (`CpuFeatures::query_os`), so it holds on every thread, ggml's included, and in children after
+//! `fork()`. None of this has run here: the development machine has no AMX, so this file is only
+//! compiled and its disassembly read; the same kernel runs under the scalar model in the tests.
+
+use super::act_pack::ActTile16;
+use super::amx::{gemm_x16_tiles, FloatStep, TileConfig, TileModel, Tiles};
+use super::operands::Job;
+use crate::format::BlockX16;
+use core::arch::asm;
+use core::arch::x86_64::*;
+use half::f16;
+
+/// The tile unit of the running CPU.
+pub(crate) struct Native;
+
+impl Tiles for Native {
+    #[inline(always)]
+    unsafe fn config(&mut self, cfg: &'static TileConfig) {
+        // SAFETY: AMX usable (trait contract); `cfg` is 64 readable bytes. Not `nomem`: the asm
+        // reads memory, so the compiler keeps the configuration written and the asm in order.
+        unsafe { asm!("ldtilecfg [{p}]", p = in(reg) cfg as *const TileConfig, options(nostack, preserves_flags)) }
+    }
+    #[inline(always)]
+    unsafe fn zero<const T: u8>(&mut self) {
+        // SAFETY: configured tile (trait contract). No `nomem`/`pure`: tile state is invisible to
+        // the compiler, so every tile asm keeps its program order.
+        unsafe { asm!("tilezero tmm{t}", t = const T, options(nostack, preserves_flags)) }
+    }
+    #[inline(always)]
+    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
+        // SAFETY: rows x colsb readable bytes at `stride` (trait contract).
+        unsafe {
+            asm!("tileloadd tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) p, s = in(reg) stride,
+                options(nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
+        // SAFETY: configured tiles with agreeing shapes (trait contract).
+        unsafe {
+            asm!("tdpbssd tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
+                options(nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
+        // SAFETY: rows x colsb writable bytes at `stride` (trait contract).
+        unsafe {
+            asm!("tilestored [{p} + {s} * 1], tmm{t}", t = const T, p = in(reg) p, s = in(reg) stride,
+                options(nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn release(&mut self) {
+        // SAFETY: AMX usable (trait contract); releasing is always allowed then.
+        unsafe { asm!("tilerelease", options(nostack, preserves_flags)) }
+    }
+}
+
+/// The float step in AVX-512: one zmm of 16 rows per (block, column).
+pub(crate) struct Avx512Step;
+
+impl FloatStep for Avx512Step {
+    #[inline(always)]
+    unsafe fn scales(d: &[f16; 16]) -> [f32; 16] {
+        let mut out = [0.0f32; 16];
+        // SAFETY: 32 readable bytes in, 64 writable out; F16C/AVX-512 F enabled by the caller.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr().cast()))) };
+        out
+    }
+    #[inline(always)]
+    unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32) {
+        // SAFETY: 64 readable bytes each, acc writable; AVX-512 F and FMA enabled by the caller.
+        // vmulps rounds d * dy, vfmadd231ps rounds once: the reference step.
+        unsafe {
+            let d = _mm512_mul_ps(_mm512_loadu_ps(dw.as_ptr()), _mm512_set1_ps(dy));
+            let v = _mm512_cvtepi32_ps(_mm512_loadu_si512(isum.as_ptr().cast()));
+            _mm512_storeu_ps(acc.as_mut_ptr(), _mm512_fmadd_ps(d, v, _mm512_loadu_ps(acc.as_ptr())));
+        }
+    }
+}
+
+/// The tile kernel exactly as [`gemm_x16_16x16_q8_k_amx`] compiles it, but on the scalar tile
+/// model: the test path for everything except the tile instructions, on any AVX-512 CPU.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_x16_model_avx512(model: &mut TileModel, job: &Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: forwarded.
+    unsafe { gemm_x16_tiles::<_, Avx512Step>(model, job) }
+}
+
+/// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), the
+/// reference float step in AVX-512.
+///
+/// # Safety
+/// `KernelLevel::Amx` available (AMX-TILE, AMX-INT8 permitted; AVX-512 F/BW/VL/VNNI, AVX2, FMA,
+/// F16C); `job` validated by `gemm_raw` with a T16 pack.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: forwarded; the configuration is the static one.
+    unsafe { gemm_x16_tiles::<_, Avx512Step>(&mut Native, job) }
+}

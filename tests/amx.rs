@@ -1,0 +1,322 @@
+//! The AMX level's tile kernel under the scalar tile model ([`ggml_t2p::kernels::amx`]), on every
+//! machine: bit for bit against the reference dot for every batch width 1..=40 (padded column
+//! tiles), row ranges, rows of k = 128 * odd, thread splits, both sources. Where the CPU has AMX
+//! (and the OS permits it), the native kernel runs in `oracle.rs` like every other level and is
+//! held against the model here too.
+
+mod common;
+
+use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
+use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
+use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
+use ggml_t2p::kernels::amx::gemm_model;
+use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
+use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
+use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
+use ggml_t2p::{Activations, Error, KernelLevel, PackedWeights};
+
+/// A matrix: its X16 repack and the reference outputs, `want[j * n_rows + r]` as bits.
+struct Case {
+    n_rows: usize,
+    k: usize,
+    n_cols: usize,
+    x16: Vec<BlockX16>,
+    act: Vec<BlockQ8K>,
+    want: Vec<u32>,
+}
+
+/// The float steps to run the model kernel with: the scalar one, and the native kernel's AVX-512
+/// one where the CPU has it (elsewhere it must be refused).
+fn steps() -> Vec<bool> {
+    let simd = KernelLevel::Avx512Vnni.is_available();
+    if !simd {
+        let c = case(1, 16, 128, 16, false);
+        let mut y = vec![0.0f32; 256];
+        assert_eq!(gemm_model(&c.weights(), &c.pack().view(), &mut y, 16, 0..16, true), Err(Error::Unsupported));
+    }
+    if simd {
+        vec![false, true]
+    } else {
+        vec![false]
+    }
+}
+
+fn case(seed: u64, n_rows: usize, k: usize, n_cols: usize, ptq1: bool) -> Case {
+    let mut rng = Rng(seed);
+    let nb = k / QK;
+    let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+    let act = random_acts(&mut rng, n_cols, k);
+    let a = Activations::new(&act, n_cols, k).unwrap();
+    let want: Vec<u32> = if ptq1 {
+        let w = random_ptq1_0(&mut rng, n_rows, k);
+        repack_ptq1_0_to_x16(&w, n_rows, k, &mut x16).unwrap();
+        (0..n_cols)
+            .flat_map(|j| (0..n_rows).map(move |r| (r, j)))
+            .map(|(r, j)| vec_dot_ptq1_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
+            .collect()
+    } else {
+        let w = random_pq2_0(&mut rng, n_rows, k);
+        repack_pq2_0_to_x16(&w, n_rows, k, &mut x16).unwrap();
+        (0..n_cols)
+            .flat_map(|j| (0..n_rows).map(move |r| (r, j)))
+            .map(|(r, j)| vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
+            .collect()
+    };
+    Case { n_rows, k, n_cols, x16, act, want }
+}
+
+impl Case {
+    fn pack(&self) -> ActPack {
+        ActPack::new(ActFormat::T16, self.k, self.n_cols, &self.act).unwrap()
+    }
+
+    fn weights(&self) -> PackedWeights<'_> {
+        PackedWeights::x16(&self.x16, self.n_rows, self.k).unwrap()
+    }
+
+    /// Runs the model kernel on `rows` with a column stride of `n_rows + pad` with each float
+    /// step this CPU has ([`steps`]), then checks every output of `rows` against the reference
+    /// and that nothing else was written. Returns the outputs checked.
+    fn check(&self, rows: core::ops::Range<usize>, pad: usize, what: &str) -> usize {
+        let stride = self.n_rows + pad;
+        let sentinel = f32::from_bits(0x7FC0_1234);
+        let mut checked = 0;
+        for simd in steps() {
+            let mut y = vec![sentinel; stride * self.n_cols];
+            gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd).unwrap();
+            checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd})"));
+        }
+        checked
+    }
+
+    fn compare(&self, y: &[f32], stride: usize, rows: &core::ops::Range<usize>, what: &str) -> usize {
+        let mut checked = 0;
+        for j in 0..self.n_cols {
+            for r in 0..stride {
+                let got = y[j * stride + r].to_bits();
+                if rows.contains(&r) {
+                    let want = self.want[j * self.n_rows + r];
+                    assert_eq!(
+                        got,
+                        want,
+                        "{what}: rows {} k {} cols {}: col {j} row {r}: {:e} vs reference {:e}",
+                        self.n_rows,
+                        self.k,
+                        self.n_cols,
+                        f32::from_bits(got),
+                        f32::from_bits(want)
+                    );
+                    checked += 1;
+                } else {
+                    assert_eq!(got, 0x7FC0_1234, "{what}: col {j} row {r} outside {rows:?} was written");
+                }
+            }
+        }
+        checked
+    }
+}
+
+/// Every batch width 1..=40 (full tiles, 1..15 leftover columns, several column groups), a last
+/// row tile of 4 rows (padding rows never stored), k = 384 (three 128-blocks: the last Q8_K block
+/// half padded), a column stride past `n_rows`.
+#[test]
+fn model_kernel_every_width_bit_exact() {
+    let mut checked = 0;
+    for n_cols in 1..=40 {
+        let c = case(0xA3A0 + n_cols as u64, 52, 384, n_cols, false);
+        checked += c.check(0..52, 3, &format!("PQ2_0 width {n_cols}"));
+    }
+    assert_eq!(checked, steps().len() * 52 * (1..=40).sum::<usize>());
+    println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
+}
+
+/// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources.
+#[test]
+fn model_kernel_shapes_and_sources() {
+    let mut checked = 0;
+    for (i, &(n_rows, k, n_cols)) in
+        [(16, 128, 16), (20, 256, 17), (64, 640, 33), (4, 128, 5), (36, 1152, 48), (96, 384, 31)].iter().enumerate()
+    {
+        for ptq1 in [false, true] {
+            let c = case(0xB0B0 + i as u64 * 2 + u64::from(ptq1), n_rows, k, n_cols, ptq1);
+            checked += c.check(0..n_rows, 0, if ptq1 { "PTQ1_0" } else { "PQ2_0" });
+        }
+    }
+    println!("amx model: {checked} outputs over 12 shapes, bit-identical");
+}
+
+/// Row ranges on the 16-row tile: each computes exactly its rows; ranges off the tile grid are
+/// refused (`Range`), as for every level.
+#[test]
+fn model_kernel_row_ranges() {
+    let c = case(0xC0C0, 84, 256, 21, false);
+    let mut checked = 0;
+    for rows in [0..16, 16..84, 32..48, 64..84, 80..84, 0..84, 48..48] {
+        checked += c.check(rows.clone(), 1, &format!("rows {rows:?}"));
+    }
+    assert_eq!(checked, steps().len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
+    let mut y = vec![0.0f32; 84 * 21];
+    for bad in [8..16, 0..20, 16..90] {
+        let r = gemm_model(&c.weights(), &c.pack().view(), &mut y, 84, bad.clone(), false);
+        assert_eq!(r, Err(Error::Range), "{bad:?}");
+    }
+}
+
+/// Row tiles split over threads (each with its own tile model, as each ggml thread has its own
+/// tile unit): the merged result is the one-call result, bit for bit, for every split count.
+#[test]
+fn model_kernel_thread_splits() {
+    let c = case(0xD0D0, 100, 384, 37, true);
+    let tiles = c.n_rows.div_ceil(16);
+    for (n_splits, simd) in [1, 2, 3, 7].into_iter().flat_map(|n| steps().into_iter().map(move |s| (n, s))) {
+        let parts: Vec<(core::ops::Range<usize>, Vec<f32>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n_splits)
+                .map(|i| {
+                    let c = &c;
+                    s.spawn(move || {
+                        let rows = 16 * (tiles * i / n_splits)..(16 * (tiles * (i + 1) / n_splits)).min(c.n_rows);
+                        let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * c.n_cols];
+                        gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone(), simd).unwrap();
+                        (rows, y)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * c.n_cols];
+        for (rows, part) in parts {
+            c.compare(&part, c.n_rows, &rows, &format!("split {n_splits}"));
+            for j in 0..c.n_cols {
+                for r in rows.clone() {
+                    y[j * c.n_rows + r] = part[j * c.n_rows + r];
+                }
+            }
+        }
+        c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("{n_splits} splits merged"));
+    }
+}
+
+/// The pack as a C caller fills it: column by column, in pieces of Q8_K blocks, in reverse, into a
+/// buffer full of garbage. (The pack writes the padding columns of the last group too, but the
+/// result does not depend on them: each `A` tile row is one column, whose outputs are dropped;
+/// breaking the padding left this test passing, as it should.)
+#[test]
+fn model_kernel_on_a_garbage_buffer_pack() {
+    use ggml_t2p::kernels::act_pack::{pack_raw, packed_size, ActTile16, PackedActs};
+    for n_cols in [16, 21, 35] {
+        let c = case(0x6A6A + n_cols as u64, 32, 640, n_cols, false);
+        let len = packed_size(ActFormat::T16, c.k, n_cols).unwrap();
+        let mut buf = vec![ActTile16::default(); len / std::mem::size_of::<ActTile16>()];
+        common::bytes_mut(&mut buf).fill(0xC3);
+        let per = c.k.div_ceil(256);
+        for col in (0..n_cols).rev() {
+            for blocks in [0..1, 1..per] {
+                let q = &c.act[col * per + blocks.start..col * per + blocks.end];
+                // SAFETY: our buffer of `len` bytes, 16-byte aligned; one thread.
+                unsafe { pack_raw(ActFormat::T16, c.k, n_cols, col, blocks, q, buf.as_mut_ptr().cast(), len) }.unwrap();
+            }
+        }
+        let view = PackedActs::new(ActFormat::T16, c.k, n_cols, &common::bytes_mut(&mut buf)[..len]).unwrap();
+        for simd in steps() {
+            let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
+            gemm_model(&c.weights(), &view, &mut y, c.n_rows, 0..c.n_rows, simd).unwrap();
+            c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("C-style pack, {n_cols} columns"));
+        }
+    }
+}
+
+/// Largest magnitudes: every weight code 3 (+2) or 0 (-1) against activations of +-127: exact
+/// int32 tile sums, no saturation anywhere.
+#[test]
+fn model_kernel_extremes() {
+    use ggml_t2p::format::BlockPq2_0;
+    use half::f16;
+    let (n_rows, k, n_cols) = (32, 256, 18);
+    let nb = k / QK;
+    let w: Vec<BlockPq2_0> = (0..n_rows * nb)
+        .map(|i| BlockPq2_0::from_codes(f16::from_f32(0.03 * (1.0 + i as f32)), &[if i % 3 == 0 { 0 } else { 3 }; 128]))
+        .collect();
+    let mut act = vec![BlockQ8K::default(); n_cols];
+    for (j, b) in act.iter_mut().enumerate() {
+        b.d = 0.5 + j as f32;
+        for (e, q) in b.qs.iter_mut().enumerate() {
+            *q = if (e + j) % 5 == 0 { -127 } else { 127 };
+        }
+        b.fill_bsums();
+    }
+    let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
+    repack_pq2_0_to_x16(&w, n_rows, k, &mut x16).unwrap();
+    let a = Activations::new(&act, n_cols, k).unwrap();
+    let want: Vec<u32> = (0..n_cols)
+        .flat_map(|j| (0..n_rows).map(move |r| (r, j)))
+        .map(|(r, j)| vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
+        .collect();
+    let c = Case { n_rows, k, n_cols, x16, act, want };
+    assert_eq!(c.check(0..n_rows, 0, "extremes"), steps().len() * n_rows * n_cols);
+}
+
+/// The level's plumbing: its name and C value, the pack format by batch width (tiles from
+/// `AMX_MIN_COLS` columns), never chosen by `auto`, and refused where the CPU or OS lacks AMX.
+#[test]
+fn amx_level_plumbing() {
+    let amx = KernelLevel::Amx;
+    assert_eq!(amx as i32, 7);
+    assert_eq!(KernelLevel::from_name("amx"), Some(amx));
+    assert_eq!(KernelLevel::from_i32(7), Some(amx));
+    assert!(amx.runs(Layout::X16) && !amx.runs(Layout::T2p));
+    for n in [1, 2, AMX_MIN_COLS - 1] {
+        assert_eq!(ActFormat::for_kernel(Layout::X16, amx, n), Ok(ActFormat::Halves), "{n} columns");
+    }
+    for n in [AMX_MIN_COLS, AMX_MIN_COLS + 1, 512] {
+        assert_eq!(ActFormat::for_kernel(Layout::X16, amx, n), Ok(ActFormat::T16), "{n} columns");
+    }
+    assert_eq!(ActFormat::for_kernel(Layout::X16, KernelLevel::Avx512Vnni, 64), Ok(ActFormat::Halves));
+    let req = amx.required();
+    assert!(req.amx_tile && req.amx_int8 && req.avx512vnni && req.avx2);
+    assert_eq!(
+        KernelLevel::best_on(req),
+        if cfg!(target_arch = "x86_64") { Some(KernelLevel::Avx512Vnni) } else { None }
+    );
+    assert_eq!(amx.is_available_on(req), cfg!(target_arch = "x86_64"));
+    let no_int8 = ggml_t2p::CpuFeatures { amx_int8: false, ..req };
+    assert!(!amx.is_available_on(no_int8));
+
+    // A T16 pack is refused by the other levels' kernels, and by the model for other formats.
+    let c = case(0xE0E0, 16, 128, 16, false);
+    let mut y = vec![0.0f32; 16 * 16];
+    let halves = ActPack::new(ActFormat::Halves, 128, 16, &c.act).unwrap();
+    assert_eq!(gemm_model(&c.weights(), &halves.view(), &mut y, 16, 0..16, false), Err(Error::InvalidArgument));
+    if KernelLevel::Avx512Vnni.is_available() {
+        let r =
+            ggml_t2p::kernels::gemm_packed(KernelLevel::Avx512Vnni, &c.weights(), &c.pack().view(), &mut y, 16, 0..16);
+        assert_eq!(r, Err(Error::InvalidArgument));
+    }
+    if !amx.is_available() {
+        let a = Activations::new(&c.act, 16, 128).unwrap();
+        assert_eq!(ggml_t2p::kernels::gemm(amx, &c.weights(), &a, &mut y, 16, 0..16), Err(Error::Unsupported));
+        assert_eq!(ggml_t2p::kernels::assume_kernel(amx), Err(Error::Unsupported), "x86 features are never assumed");
+    }
+}
+
+/// Where the CPU runs AMX: the native tile kernel equals the model kernel (and so the reference)
+/// for widths around the crossover and leftovers. Elsewhere there is nothing native to compare;
+/// the test says so in its output.
+#[test]
+fn native_equals_model_where_available() {
+    if !KernelLevel::Amx.is_available() {
+        println!("amx: not available on this CPU/OS; the native tile kernel was not run");
+        return;
+    }
+    let mut checked = 0;
+    for n_cols in [1, 15, 16, 17, 31, 32, 40, 64, 100] {
+        let c = case(0xF0F0 + n_cols as u64, 52, 384, n_cols, false);
+        let a = Activations::new(&c.act, n_cols, c.k).unwrap();
+        let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
+        ggml_t2p::kernels::gemm(KernelLevel::Amx, &c.weights(), &a, &mut y, c.n_rows, 0..c.n_rows).unwrap();
+        checked += c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("native amx width {n_cols}"));
+        let mut par = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
+        ggml_t2p::kernels::gemm_par(KernelLevel::Amx, &c.weights(), &a, &mut par, c.n_rows, 3).unwrap();
+        assert!(par.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "native amx split, width {n_cols}");
+    }
+    println!("amx native: {checked} outputs bit-identical");
+}
