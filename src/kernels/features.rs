@@ -22,10 +22,11 @@ pub struct CpuFeatures {
     /// AVX-512 F, BW, VL and VNNI (EVEX `vpdpbusd` on zmm; Ice Lake, Sapphire Rapids, Zen 4) on
     /// top of `avx2`.
     pub avx512vnni: bool,
-    /// AMX-TILE (`CPUID.(7,0):EDX[24]`) usable: the tile state enabled by the OS (XCR0 bits 17
-    /// and 18) and, on Linux, the tile-data permission granted to this process
-    /// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, asked once per process). Other OSes
-    /// report it absent (never checked there).
+    /// AMX-TILE (`CPUID.(7,0):EDX[24]`) with the tile state enabled by the OS (XCR0 bits 17 and
+    /// 18), on Linux; other OSes report it absent (never checked there). The Linux tile-data
+    /// permission is not asked here: [`KernelLevel::is_available`] asks it (once per process) only
+    /// when the `amx` level itself is wanted, since a granted permission enlarges every signal
+    /// frame of the host process.
     pub amx_tile: bool,
     /// AMX-INT8 (`CPUID.(7,0):EDX[25]`: `tdpbssd` and friends), reported only with `amx_tile`.
     pub amx_int8: bool,
@@ -105,11 +106,26 @@ mod amx_os {
             return (false, false);
         }
         let xcr0 = xgetbv0();
-        if xcr0 & (0b11 << 17) != 0b11 << 17 {
+        if xcr0 & (0b11 << 17) != 0b11 << 17 || !cfg!(target_os = "linux") {
             return (false, false);
         }
-        let granted = request_permission();
-        (granted, granted)
+        (true, true)
+    }
+
+    /// The tile-data permission of this process: asked the first time (Linux), then kept.
+    /// A child after `fork()` inherits both the permission and this answer.
+    pub fn permission() -> bool {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        static ANSWER: AtomicU8 = AtomicU8::new(0); // 0 not asked, 1 granted, 2 refused
+        match ANSWER.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => {
+                let granted = request_permission();
+                ANSWER.store(if granted { 1 } else { 2 }, Ordering::Relaxed);
+                granted
+            }
+        }
     }
 
     /// XCR0 (`xgetbv` with ECX = 0).
@@ -330,9 +346,16 @@ impl KernelLevel {
         }
     }
 
-    /// Whether this level's kernels can run on the current CPU and build.
+    /// Whether this level's kernels can run on the current CPU and build. For `amx` this also
+    /// asks Linux for the tile-data permission (once per process; refused: unavailable), so the
+    /// host process is changed only when the `amx` level is asked for.
     pub fn is_available(self) -> bool {
-        self.is_available_on(CpuFeatures::detect())
+        let on_cpu = self.is_available_on(CpuFeatures::detect());
+        #[cfg(target_arch = "x86_64")]
+        if self == KernelLevel::Amx && on_cpu {
+            return amx_os::permission();
+        }
+        on_cpu
     }
 
     /// Whether this level's kernels can run on a CPU with features `f` in this build.

@@ -5,9 +5,10 @@
 //! Faults avoided by construction (stock ggml's AMX path raised SIGILL on both): the
 //! configuration is read by `ldtilecfg` from a `static` (`amx::X16_TILE_CONFIG`), never from a stack
 //! object the optimizer may drop, at every kernel entry, and the tiles are released at exit; the
-//! Linux tile-data permission is asked for the whole process when the features are first asked
-//! (`CpuFeatures::query_os`), so it holds on every thread, ggml's included, and in children after
-//! `fork()`. None of this has run here: the development machine has no AMX, so this file is only
+//! Linux tile-data permission is asked for the whole process the first time the `amx` level is
+//! wanted (`KernelLevel::is_available`, before any kernel runs), so it holds on every thread,
+//! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
+//! unchanged. None of this has run here: the development machine has no AMX, so this file is only
 //! compiled and its disassembly read; the same kernel runs under the scalar model in the tests.
 
 use super::act_pack::ActTile16;
