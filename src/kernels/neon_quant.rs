@@ -57,7 +57,8 @@ unsafe fn block_neon<const FUSED: bool>(x: *const f32, yb: &mut BlockQ8K) {
         for i in 0..64 {
             let eq = vceqq_f32(vabsq_f32(ld(i)), vamax);
             if vmaxvq_u32(eq) != 0 {
-                let lanes: [u32; 4] = core::mem::transmute(eq);
+                let mut lanes = [0u32; 4];
+                vst1q_u32(lanes.as_mut_ptr(), eq);
                 first = 4 * i + lanes.iter().position(|&l| l != 0).unwrap_or(0);
                 break;
             }
