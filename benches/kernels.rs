@@ -8,6 +8,8 @@
 //! - `repack/*`: PQ2_0 -> T2P, PQ2_0 -> X16, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 on a 17408 x 5120
 //!   matrix, with 1 thread and with all threads (portable: runs everywhere).
 //! - `reference/*`: the scalar `_generic` kernels (portable; the slow exact twin).
+//! - `quantize/*`: Q8_K activation quantization of a 4096- and a 17408-value row, the reference
+//!   quantizer and the SIMD one of each level this CPU has, both roundings.
 //! - With a SIMD level (aarch64: dotprod/i8mm on T2P; x86-64: AVX2/AVX-VNNI/AVX-512 VNNI on X16),
 //!   for every level this CPU has: `gemv_dram/*` (32768 x 8192, 71 MB of weights streamed from
 //!   DRAM, the seeds' test), `gemv/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
@@ -246,6 +248,32 @@ fn bench_call(c: &mut Criterion) {
     g.finish();
 }
 
+/// Q8_K activation quantization of one row (4096 and 17408 values, the Bonsai 27B widths), the
+/// reference and every SIMD level this CPU runs, in the unfused rounding (what an x86 host ggml
+/// computes) and the fused one. Throughput in values.
+fn bench_quantize(c: &mut Criterion) {
+    let mut g = c.benchmark_group("quantize");
+    let mut rng = Rng(3);
+    let levels: Vec<KernelLevel> =
+        [KernelLevel::Reference, KernelLevel::Avx2, KernelLevel::Avx512Vnni, KernelLevel::Dotprod]
+            .into_iter()
+            .filter(|l| l.is_available())
+            .collect();
+    for n in [4096usize, 17408] {
+        let x: Vec<f32> = (0..n).map(|_| ((rng.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * 3.0).collect();
+        let mut y = vec![BlockQ8K::default(); n / 256];
+        g.throughput(Throughput::Elements(n as u64));
+        for &level in &levels {
+            for (contract, cname) in [(Contract::Unfused, "unfused"), (Contract::Fused, "fused")] {
+                g.bench_function(BenchmarkId::new(format!("{n}_{cname}"), level.name()), |b| {
+                    b.iter(|| kernels::quantize_q8_k(level, std::hint::black_box(&x), &mut y, contract).unwrap())
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 fn bench_reference(c: &mut Criterion) {
     let (n_rows, k) = (1024, 5120);
     let layout = KernelLevel::Reference.layout_for(SourceType::Pq2_0, false);
@@ -353,5 +381,5 @@ fn bench_ptq1_0(_: &mut Criterion, _: &[(KernelLevel, Layout)]) {
     let _ = (ptq1_0 as fn(usize, usize) -> Vec<BlockPtq1_0>, BlockPq2_0::default());
 }
 
-criterion_group!(benches, bench_call, bench_read_bw, bench_repack, bench_reference, bench_simd);
+criterion_group!(benches, bench_call, bench_quantize, bench_read_bw, bench_repack, bench_reference, bench_simd);
 criterion_main!(benches);

@@ -3,10 +3,13 @@
 //
 // Data flow: llama.cpp places a weight here when supports_op accepts a MUL_MAT on it; set_tensor
 // repacks the whole tensor through ggml_t2p_repack into the layout the library chose for this CPU
-// (ggml_t2p_layout_for); each MUL_MAT quantizes src1 with ggml's own Q8_K quantizer into per-thread
-// scratch (by column, or by Q8_K block when there is one column, zero-padded to a multiple of 256)
-// and packs it at once with ggml_t2p_act_pack, meets at one barrier, then hands out chunks of the
-// layout's row tiles to ggml_t2p_gemv / ggml_t2p_gemm.
+// (ggml_t2p_layout_for); each MUL_MAT quantizes src1 to Q8_K into per-thread scratch (by column, or
+// by Q8_K block when there is one column, zero-padded to a multiple of 256) and packs it at once
+// with ggml_t2p_act_pack, meets at one barrier, then hands out chunks of the layout's row tiles to
+// ggml_t2p_gemv / ggml_t2p_gemm. The Q8_K bits are always those of the host ggml's own quantizer:
+// the library's SIMD quantizer (ggml_t2p_quantize_q8_k) runs when a probe at start-up shows that
+// one of its roundings reproduces the host's quantize_row_q8_K_ref (see probe_q8k_rounding), else
+// ggml's own from_float runs.
 // This file knows ggml; it knows no byte order and no ISA (the library owns both).
 
 #include "ggml-t2p-glue.h"
@@ -52,6 +55,7 @@ struct t2p_config {
     bool     ptq1_known  = false;   // the host ggml's type 143 is PTQ1_0 (block 128, 28 bytes)
     int32_t  pq2_layout  = -1;      // layouts the library chose for this CPU and kernel
     int32_t  ptq1_layout = -1;
+    int32_t  q8k_rounding = 0;      // GGML_T2P_ROUND_* of the library's Q8_K quantizer; 0: ggml's own
 };
 
 const char * env_value(const char * name) {
@@ -74,6 +78,44 @@ bool host_type_is(int id, int64_t blck, size_t size, const char * what) {
                   ggml_type_size(t), what, (long long) blck, size);
     return false;
 }
+
+#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
+// Which rounding of ggml_t2p_quantize_q8_k gives the host ggml's Q8_K bits, or 0 (then ggml's own
+// quantizer runs). quantize_row_q8_K_ref computes nearest_int(iscale * x) as iscale*x + 1.5*2^23:
+// GCC fuses that into one FMA where the ISA has FMA (every aarch64 build; x86 only when ggml-base
+// itself is compiled with -mfma or -march=native), while x86 ggml-base built for the baseline ISA
+// (llama.cpp's CMake gives the arch flags to ggml-cpu only), clang and MSVC round the product
+// first. The two differ near .5 ties, so the answer is measured, not assumed: two blocks of
+// near-ties (where the roundings differ) go through the host's from_float and through both
+// roundings here; exactly one must match bit for bit. A host quantizer that matches neither (a
+// SIMD one of its own) keeps running, so our matmuls always see stock's activations.
+int32_t probe_q8k_rounding(int32_t kernel) {
+    constexpr int n = 2 * 256;
+    float x[n];
+    const float maxes[2] = { 1.7f, -0.0123f };
+    for (int b = 0; b < 2; b++) {
+        const float iscale = -127.f / maxes[b];
+        for (int j = 0; j < 256; j++) {
+            // (k + 0.5) / iscale, then a few ulps off: iscale * x lands within ulps of a tie
+            const float t = ((float) (j % 253) - 126.f + 0.5f) / iscale;
+            int32_t bits;
+            std::memcpy(&bits, &t, sizeof bits);
+            bits += (j * 5) % 7 - 3;
+            std::memcpy(&x[256 * b + j], &bits, sizeof bits);
+        }
+        x[256 * b + 17] = maxes[b];
+    }
+    const size_t blk = ggml_row_size(GGML_TYPE_Q8_K, 256);
+    std::string host(2 * blk, '\x5a'), fused(2 * blk, '\x5a'), unfused(2 * blk, '\x5a');
+    ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x, &host[0], n);
+    if (ggml_t2p_quantize_q8_k(kernel, GGML_T2P_ROUND_FUSED, x, n, &fused[0], fused.size()) != GGML_T2P_OK ||
+        ggml_t2p_quantize_q8_k(kernel, GGML_T2P_ROUND_UNFUSED, x, n, &unfused[0], unfused.size()) != GGML_T2P_OK ||
+        fused == unfused) {
+        return 0;
+    }
+    return host == fused ? GGML_T2P_ROUND_FUSED : host == unfused ? GGML_T2P_ROUND_UNFUSED : 0;
+}
+#endif
 
 t2p_config make_config() {
     t2p_config cfg;
@@ -161,12 +203,32 @@ t2p_config make_config() {
         return cfg;
     }
 
+    // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
+    // see probe_q8k_rounding) or ggml (always the host's own).
+    const char * quant_why = "this libggml_t2p has no Q8_K quantizer";
+#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
+    const char * qv = env_value("GGML_T2P_QUANTIZE");
+    if (qv != nullptr && std::string(qv) == "ggml") {
+        quant_why = "GGML_T2P_QUANTIZE=ggml";
+    } else {
+        if (qv != nullptr && std::string(qv) != "auto") {
+            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_QUANTIZE=%s (expected auto or ggml), using auto\n", qv);
+        }
+        cfg.q8k_rounding = probe_q8k_rounding(cfg.kernel);
+        quant_why = "the host's quantize_row_q8_K matches neither rounding";
+    }
+#endif
+
     cfg.enabled = true;
-    GGML_LOG_INFO("ggml-t2p: enabled (libggml_t2p %s, kernel %s; PQ2_0 %s%s, PTQ1_0 %s%s)\n", ggml_t2p_version(),
-                  ggml_t2p_kernel_name(cfg.kernel), cfg.pq2_layout < 0 ? "not in this ggml" : "-> ",
+    GGML_LOG_INFO("ggml-t2p: enabled (libggml_t2p %s, kernel %s; PQ2_0 %s%s, PTQ1_0 %s%s; Q8_K by %s%s%s)\n",
+                  ggml_t2p_version(), ggml_t2p_kernel_name(cfg.kernel), cfg.pq2_layout < 0 ? "not in this ggml" : "-> ",
                   cfg.pq2_layout < 0 ? "" : ggml_t2p_layout_name(cfg.pq2_layout),
                   cfg.ptq1_layout < 0 ? "not in this ggml" : "-> ",
-                  cfg.ptq1_layout < 0 ? "" : ggml_t2p_layout_name(cfg.ptq1_layout));
+                  cfg.ptq1_layout < 0 ? "" : ggml_t2p_layout_name(cfg.ptq1_layout),
+                  cfg.q8k_rounding == 0 ? "ggml (" : "libggml_t2p, ",
+                  cfg.q8k_rounding == 0 ? quant_why
+                                        : (cfg.q8k_rounding == 1 ? "fused rounding as the host's" : "unfused rounding as the host's"),
+                  cfg.q8k_rounding == 0 ? ")" : "");
     return cfg;
 }
 
@@ -344,21 +406,38 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     }
 
   private:
-    // Quantizes Q8_K blocks [b0, b1) of one src1 row with ggml's own quantizer into q8 (those blocks
-    // only), the last block of a row whose K % 256 != 0 through the zero-padded buffer pad.
+    // Quantizes n values (a multiple of 256) to Q8_K at q8: with the library's quantizer in the
+    // host's rounding (config().q8k_rounding; the same bits as ggml's, see probe_q8k_rounding), or
+    // with ggml's own.
+    static void quantize_q8k(const float * x, char * q8, int64_t n) {
+#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
+        const t2p_config & cfg = config();
+        if (cfg.q8k_rounding != 0) {
+            const size_t  size = ggml_row_size(GGML_TYPE_Q8_K, n);
+            const int32_t st   = ggml_t2p_quantize_q8_k(cfg.kernel, cfg.q8k_rounding, x, n, q8, size);
+            if (st != GGML_T2P_OK) {
+                GGML_ABORT("ggml-t2p: ggml_t2p_quantize_q8_k failed: %s (%d)", ggml_t2p_status_string(st), (int) st);
+            }
+            return;
+        }
+#endif
+        ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x, q8, n);
+    }
+
+    // Quantizes Q8_K blocks [b0, b1) of one src1 row into q8 (those blocks only), the last block of
+    // a row whose K % 256 != 0 through the zero-padded buffer pad.
     static void quantize_blocks(const float * row, const work_plan & p, int64_t b0, int64_t b1, char * q8, float * pad) {
-        const ggml_from_float_t from_float = ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float;
         const size_t            blk        = ggml_row_size(GGML_TYPE_Q8_K, QK_K_);
         const int64_t           full       = p.k / QK_K_;   // blocks with 256 real values
         const int64_t           b_full     = std::min(b1, full);
         if (b0 < b_full) {
-            from_float(row + b0 * QK_K_, q8, (b_full - b0) * QK_K_);
+            quantize_q8k(row + b0 * QK_K_, q8, (b_full - b0) * QK_K_);
         }
         if (b1 > full && b0 <= full) {   // the padded block, index `full`
             const int64_t tail = p.k - full * QK_K_;
             std::memcpy(pad, row + full * QK_K_, (size_t) tail * sizeof(float));
             std::memset(pad + tail, 0, (size_t) (QK_K_ - tail) * sizeof(float));
-            from_float(pad, q8 + (size_t) (full - b0) * blk, QK_K_);
+            quantize_q8k(pad, q8 + (size_t) (full - b0) * blk, QK_K_);
         }
     }
 
@@ -380,7 +459,7 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         float * const pad    = (float *) (scratch + round_up(p.q8_row, WDATA_ALIGN));
         const int32_t kernel = config().kernel;
 
-        // 1. Quantize src1 to Q8_K with ggml's own quantizer (the same bits as stock) and pack it,
+        // 1. Quantize src1 to Q8_K (the same bits as stock's quantizer, see quantize_q8k) and pack it,
         //    every thread its own part: one column split by Q8_K block, or whole columns.
         const int64_t ne11 = src1->ne[1];
         const int64_t ne12 = src1->ne[2];

@@ -16,7 +16,7 @@
  *
  * Flow (ABI 2): at load, ggml_t2p_layout_for picks the layout for this CPU, ggml_t2p_repack
  * fills it. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
- * quantizer), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
+ * quantizer, or ggml_t2p_quantize_q8_k with the host's rounding: the same bits), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
  * once), then runs ggml_t2p_gemv / ggml_t2p_gemm on row ranges from any threads. The packed
  * activation format is the library's business: ask ggml_t2p_act_packed_size for its size.
  *
@@ -197,6 +197,31 @@ int32_t ggml_t2p_gemv(int32_t layout, int32_t kernel, const void * w, size_t w_s
 int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_size, int64_t n_rows, int64_t k,
                       const void * act, size_t act_size, int64_t n_cols, float * dst, size_t dst_len,
                       int64_t dst_col_stride, int64_t row_begin, int64_t row_end);
+
+/* Q8_K activation quantization: the library's SIMD twin of ggml's quantize_row_q8_K_ref.
+ * GGML_T2P_HAVE_QUANTIZE_Q8_K is defined where the header declares it (a shim can test for it). */
+#define GGML_T2P_HAVE_QUANTIZE_Q8_K 1
+
+/* How quantize_row_q8_K_ref's `nearest_int(iscale * x)` rounds, i.e. how the host ggml-base was
+ * compiled. The C is iscale*x[j] + 12582912.f after inlining; whether a compiler fuses it:
+ *   FUSED:   one fused multiply-add (GCC's default contraction where FMA is in the ISA: every
+ *            aarch64 build, x86 builds of ggml-base with -mfma / -march=native in CFLAGS);
+ *   UNFUSED: the product rounded first (x86 ggml-base built for the baseline ISA, which is what
+ *            llama.cpp's CMake does with GGML_NATIVE: the arch flags go to ggml-cpu only; clang,
+ *            which contracts within one expression only; MSVC).
+ * The two differ in the last bit of iscale*x near a .5 tie: a few qs in some blocks. */
+#define GGML_T2P_ROUND_FUSED   1
+#define GGML_T2P_ROUND_UNFUSED 2
+
+/* Quantizes n floats (n % 256 == 0, else SHAPE; n = 0 does nothing) from x (4-byte aligned) to
+ * n/256 Q8_K blocks at y (y_size >= n/256 * 292 bytes, 4-byte aligned), bit for bit what
+ * quantize_row_q8_K_ref computes when its rounding is `rounding` (GGML_T2P_ROUND_*; anything else
+ * INVALID_ARGUMENT), NaN and infinite inputs included. Like it, a block whose values are all
+ * zeros (or NaNs) gets d = 0, qs = 0 and its bsums are left as they were. kernel: AUTO (the
+ * fastest quantizer of this CPU; the scalar one where there is no SIMD level) or a level (REF
+ * runs the scalar reference; UNSUPPORTED if the CPU lacks it). x and y sharing bytes:
+ * INVALID_ARGUMENT. Runs on the calling thread. */
+int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x, int64_t n, void * y, size_t y_size);
 
 #ifdef __cplusplus
 }

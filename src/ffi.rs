@@ -9,7 +9,8 @@ use crate::format::{
     cast_blocks, cast_blocks_mut, check_k, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, Pod,
 };
 use crate::kernels::act_pack::{self, ActFormat, PackedActs};
-use crate::kernels::{gemm_raw, CpuFeatures, KernelLevel, PackedWeights};
+use crate::kernels::{gemm_raw, quantize_q8_k, CpuFeatures, KernelLevel, PackedWeights};
+use crate::reference::Contract;
 use crate::repack::{self, Layout, SourceType};
 use crate::Error;
 use core::ffi::{c_char, c_void, CStr};
@@ -26,6 +27,11 @@ pub const ERR_INTERNAL: i32 = -8;
 
 /// `GGML_T2P_KERNEL_AUTO`.
 pub const KERNEL_AUTO: i32 = 0;
+
+/// `GGML_T2P_ROUND_FUSED`: [`Contract::Fused`] for [`ggml_t2p_quantize_q8_k`].
+pub const ROUND_FUSED: i32 = 1;
+/// `GGML_T2P_ROUND_UNFUSED`: [`Contract::Unfused`] for [`ggml_t2p_quantize_q8_k`].
+pub const ROUND_UNFUSED: i32 = 2;
 
 /// `GGML_T2P_PREFER_COMPACT`: for [`ggml_t2p_layout_for`], keep PTQ1_0 at 1.75 bits per weight
 /// where a layout for that exists (PTQ1_0x4 on ARM).
@@ -510,6 +516,56 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
     })
 }
 
+/// Quantizes `n` floats to Q8_K; see the header.
+///
+/// # Safety
+/// `x` valid for reads of `n` floats, `y` for writes of `y_size` bytes, not overlapping; no other
+/// thread writes `x` or touches `y` during the call.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_quantize_q8_k(
+    kernel_id: i32,
+    rounding: i32,
+    x: *const f32,
+    n: i64,
+    y: *mut c_void,
+    y_size: usize,
+) -> i32 {
+    guard(|| {
+        let level = match kernel_id {
+            KERNEL_AUTO => KernelLevel::best().unwrap_or(KernelLevel::Reference),
+            k => kernel(k)?,
+        };
+        let contract = match rounding {
+            ROUND_FUSED => Contract::Fused,
+            ROUND_UNFUSED => Contract::Unfused,
+            _ => return Err(Error::InvalidArgument),
+        };
+        let n = dim(n)?;
+        if !n.is_multiple_of(crate::format::QK_K) || n > isize::MAX as usize / size_of::<f32>() {
+            return Err(Error::Shape);
+        }
+        if n == 0 {
+            return Ok(()); // nothing is read or written: any pointers, NULL included
+        }
+        let nb = n / crate::format::QK_K;
+        let need = nb * size_of::<BlockQ8K>();
+        if x.is_null() {
+            return Err(Error::Null);
+        }
+        if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
+            return Err(Error::Misaligned);
+        }
+        if overlaps(x as usize, n * size_of::<f32>(), y as usize, need.min(y_size)) {
+            return Err(Error::InvalidArgument);
+        }
+        // SAFETY: the caller's contract on x (n floats, checked non-null and aligned above).
+        let xs = unsafe { core::slice::from_raw_parts(x, n) };
+        // SAFETY: the caller's contract on y (blocks_mut checks null, size and alignment).
+        let ys = unsafe { blocks_mut::<BlockQ8K>(y, y_size, need)? };
+        quantize_q8_k(level, xs, ys, contract)
+    })
+}
+
 /// Compile-time proof that the header and these exports agree (feature `abi-check`).
 #[cfg(feature = "abi-check")]
 #[allow(non_camel_case_types, non_upper_case_globals, dead_code, missing_docs, clippy::all)]
@@ -556,6 +612,7 @@ pub mod abi_check {
         ggml_t2p_act_pack(_, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_gemv(_, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_gemm(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
+        ggml_t2p_quantize_q8_k(_, _, _, _, _, _);
     }
 
     const _: () = {
@@ -578,6 +635,9 @@ pub mod abi_check {
         assert!(c::GGML_T2P_PREFER_COMPACT as u32 == super::PREFER_COMPACT);
         assert!(c::GGML_T2P_TYPE_PQ2_0 as u32 == crate::format::GGML_TYPE_PQ2_0);
         assert!(c::GGML_T2P_TYPE_PTQ1_0 as u32 == crate::format::GGML_TYPE_PTQ1_0);
+        assert!(c::GGML_T2P_ROUND_FUSED == super::ROUND_FUSED);
+        assert!(c::GGML_T2P_ROUND_UNFUSED == super::ROUND_UNFUSED);
+        assert!(c::GGML_T2P_HAVE_QUANTIZE_Q8_K == 1);
         assert!(c::GGML_T2P_ACT_ALIGN as usize == crate::kernels::act_pack::PACKED_ALIGN);
     };
 

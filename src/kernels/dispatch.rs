@@ -1,15 +1,17 @@
 //! The one dispatch table: (level, weight layout, activation format) -> one kernel
-//! ([`gemm_raw`]), and the entry points that reach it. The only module that names ISA files.
+//! ([`gemm_raw`]), and the entry points that reach it; level -> Q8_K activation quantizer
+//! ([`quantize_q8_k`]). The only module that names ISA files.
 
 use super::act_pack::{ActBlockX4, ActDup, ActFormat, ActTile16, PackedActs, Q8Half};
 use super::features::KernelLevel;
 use super::operands::{validate, Activations, Job, OutPtr, PackedWeights};
 use super::scalar;
 #[cfg(target_arch = "aarch64")]
-use super::{neon_dotprod, neon_i8mm, ptq1_0_neon};
+use super::{neon_dotprod, neon_i8mm, neon_quant, ptq1_0_neon};
 #[cfg(target_arch = "x86_64")]
-use super::{x86_amx, x86_avx2, x86_vnni};
-use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
+use super::{x86_amx, x86_avx2, x86_quant, x86_vnni};
+use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK, QK_K};
+use crate::reference::{self, Contract};
 use crate::Error;
 use core::ops::Range;
 
@@ -145,6 +147,46 @@ pub unsafe fn gemm_raw(
         }
     }
     Ok(())
+}
+
+/// Quantizes one row of `x.len() = 256 * y.len()` floats to Q8_K blocks with the quantizer of
+/// `level`: bit for bit [`reference::quantize_row_q8_k`] with the same `contract` (zero blocks
+/// leave their `bsums` untouched, as there). The reference level runs the reference itself; the
+/// x86 levels run AVX2 + FMA (`avx2`, `avxvnni`) or AVX-512 F/BW (`avx512vnni`) code; the ARM
+/// levels run NEON code.
+///
+/// # Errors
+/// [`Error::Unsupported`] if `level` is not available on this CPU; [`Error::Shape`] if
+/// `x.len() != 256 * y.len()`.
+pub fn quantize_q8_k(level: KernelLevel, x: &[f32], y: &mut [BlockQ8K], contract: Contract) -> Result<(), Error> {
+    if !level.is_available() {
+        return Err(Error::Unsupported);
+    }
+    if y.len().checked_mul(QK_K) != Some(x.len()) {
+        return Err(Error::Shape);
+    }
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA available (the level is); the lengths agree (checked above).
+        KernelLevel::Avx2 | KernelLevel::AvxVnni => unsafe { x86_quant::quantize_q8_k_avx2(x, y, contract) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512 F and BW available (the level is); the lengths agree (checked above).
+        KernelLevel::Avx512Vnni | KernelLevel::Amx => unsafe { x86_quant::quantize_q8_k_avx512(x, y, contract) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON available (the level is); the lengths agree (checked above).
+        KernelLevel::Dotprod | KernelLevel::I8mm => unsafe { neon_quant::quantize_q8_k_neon(x, y, contract) },
+        _ => return reference::quantize_row_q8_k(x, y, contract),
+    }
+    Ok(())
+}
+
+/// [`quantize_q8_k`] at this CPU's best level ([`KernelLevel::best`], asked from the features kept
+/// once per process; the reference where there is none): the fast way to the reference's bits.
+///
+/// # Errors
+/// [`Error::Shape`] if `x.len() != 256 * y.len()`.
+pub fn quantize_row_q8_k_fast(x: &[f32], y: &mut [BlockQ8K], contract: Contract) -> Result<(), Error> {
+    quantize_q8_k(KernelLevel::best().unwrap_or(KernelLevel::Reference), x, y, contract)
 }
 
 /// # Safety

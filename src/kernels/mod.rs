@@ -43,6 +43,8 @@ pub mod neon_dotprod;
 #[cfg(target_arch = "aarch64")]
 pub mod neon_i8mm;
 #[cfg(target_arch = "aarch64")]
+pub mod neon_quant;
+#[cfg(target_arch = "aarch64")]
 pub mod ptq1_0_neon;
 
 #[cfg(target_arch = "x86_64")]
@@ -52,9 +54,11 @@ mod x86_amx;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
+pub mod x86_quant;
+#[cfg(target_arch = "x86_64")]
 pub mod x86_vnni;
 
-pub use dispatch::{gemm, gemm_packed, gemm_raw, gemv};
+pub use dispatch::{gemm, gemm_packed, gemm_raw, gemv, quantize_q8_k, quantize_row_q8_k_fast};
 pub use driver::{gemm_par, gemm_par_packed};
 pub use features::{assume_kernel, assume_on, CpuFeatures, KernelLevel};
 pub use operands::{Activations, PackedWeights};

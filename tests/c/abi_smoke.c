@@ -255,6 +255,55 @@ int main(void) {
         free(a2);
     }
 
+    /* Q8_K quantization: every level this CPU runs gives the REF bytes for each rounding; this
+     * file's own C copy of quantize_row_q8_K_ref (contracted or not, as this compiler does) equals
+     * one of the two; bad arguments get status codes. */
+    {
+        enum { QN = 512 };
+        static float qx[QN];
+        static q8_k_block qref[2][QN / 256], qlv[QN / 256], qc[QN / 256];
+        for (int j = 0; j < QN; j++) qx[j] = (float)((int32_t)rnd() % 100000) * 1.37e-3f;
+        qx[300] = -200.0f;
+        for (int r = 0; r < 2; r++) {
+            const int32_t rounding = r ? GGML_T2P_ROUND_UNFUSED : GGML_T2P_ROUND_FUSED;
+            memset(qref[r], 0x5A, sizeof(qref[r]));
+            CHECK(ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, rounding, qx, QN, qref[r], sizeof(qref[r])) == GGML_T2P_OK, "quantize ref");
+            for (int32_t lv = GGML_T2P_KERNEL_AUTO; lv <= GGML_T2P_KERNEL_AVX512VNNI; lv++) {
+                memset(qlv, 0x5A, sizeof(qlv));
+                const int32_t st = ggml_t2p_quantize_q8_k(lv, rounding, qx, QN, qlv, sizeof(qlv));
+                if (st == GGML_T2P_ERR_UNSUPPORTED && lv != GGML_T2P_KERNEL_AUTO) continue;
+                CHECK(st == GGML_T2P_OK, "quantize %s: %s", ggml_t2p_kernel_name(lv), ggml_t2p_status_string(st));
+                CHECK(memcmp(qlv, qref[r], sizeof(qlv)) == 0, "quantize %s rounding %d: not the reference bytes", ggml_t2p_kernel_name(lv), rounding);
+            }
+        }
+        for (int b = 0; b < QN / 256; b++) {
+            const float * xb = qx + 256 * b;
+            float max = 0, amax = 0;
+            for (int j = 0; j < 256; j++) if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+            const float iscale = -127.f / max;
+            for (int j = 0; j < 256; j++) {
+                float val = iscale * xb[j] + 12582912.f; /* nearest_int, inlined as a compiler would */
+                int32_t i; memcpy(&i, &val, 4);
+                const int v = (i & 0x007fffff) - 0x00400000;
+                qc[b].qs[j] = (int8_t)(v < 127 ? v : 127);
+            }
+            for (int g = 0; g < 16; g++) { int sum = 0; for (int j = 0; j < 16; j++) sum += qc[b].qs[16 * g + j]; qc[b].bsums[g] = (int16_t)sum; }
+            qc[b].d = 1 / iscale;
+        }
+        CHECK(memcmp(qc, qref[0], sizeof(qc)) == 0 || memcmp(qc, qref[1], sizeof(qc)) == 0, "quantize: this C build's quantizer is neither rounding");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, NULL, QN, qlv, sizeof(qlv)) == GGML_T2P_ERR_NULL, "quantize null x");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, qx, QN, NULL, sizeof(qlv)) == GGML_T2P_ERR_NULL, "quantize null y");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, qx, QN, qlv, sizeof(qlv) - 1) == GGML_T2P_ERR_BUFFER_SIZE, "quantize short y");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, (const float *)((const char *)qx + 2), 256, qlv, sizeof(qlv)) == GGML_T2P_ERR_MISALIGNED, "quantize odd x");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, qx, 256, (char *)qlv + 1, sizeof(qlv) - 1) == GGML_T2P_ERR_MISALIGNED, "quantize odd y");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, qx, 300, qlv, sizeof(qlv)) == GGML_T2P_ERR_SHAPE, "quantize n = 300");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, qx, -256, qlv, sizeof(qlv)) == GGML_T2P_ERR_SHAPE, "quantize n < 0");
+        CHECK(ggml_t2p_quantize_q8_k(0, 0, qx, QN, qlv, sizeof(qlv)) == GGML_T2P_ERR_INVALID_ARGUMENT, "quantize rounding 0");
+        CHECK(ggml_t2p_quantize_q8_k(42, GGML_T2P_ROUND_FUSED, qx, QN, qlv, sizeof(qlv)) == GGML_T2P_ERR_INVALID_ARGUMENT, "quantize kernel 42");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, (const float *)qlv, 256, qlv, sizeof(qlv)) == GGML_T2P_ERR_INVALID_ARGUMENT, "quantize in place");
+        CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, NULL, 0, NULL, 0) == GGML_T2P_OK, "quantize nothing");
+    }
+
     free(a1);
     free(packed);
     printf("c abi smoke: %d/%d checks passed\n", checks - failures, checks);
