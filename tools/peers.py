@@ -545,7 +545,7 @@ def report(args, plan, samples, states, bpt, read_bw, loads, secs):
         lines.append(f"{k[0]:7} {k[1]:3d} " + " ".join(f"{c:>18}" for c in cells))
     if ours and peers:
         lines.append("ours = the best of " + ", ".join(ours) + " in each cell; ratio ours/peer:")
-        lines.append(f"{'test':7} {'thr':>3} {'ours best':>22} " + " ".join(f"{x:>14}" for x in peers))
+        lines.append(f"{'test':7} {'thr':>3} {'ours best':>26} " + " ".join(f"{x:>14}" for x in peers))
         for row in table:
             got = {x: row["median"][x] for x in ours if x in row["median"]}
             if not got:
@@ -553,7 +553,7 @@ def report(args, plan, samples, states, bpt, read_bw, loads, secs):
             best = max(got, key=got.get)
             row["ours_best"] = best
             row["ratio"] = {p: got[best] / row["median"][p] for p in peers if row["median"].get(p)}
-            lines.append(f"{row['test']:7} {row['threads']:3d} {got[best]:9.2f} {best:>12} " +
+            lines.append(f"{row['test']:7} {row['threads']:3d} {got[best]:9.2f} {best:>16} " +
                          " ".join(f"{row['ratio'][p]:13.2f}x" if p in row["ratio"] else f"{'-':>14}" for p in peers))
     lines.append("decode: weight bytes read per token (each file's tensor table; token_embd one row) x tokens/s:")
     for row in table:
