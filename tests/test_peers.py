@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Tests for tools/peers.py's own logic (no llama.cpp needed).
+
+Run: python3 tests/test_peers.py [-v]      (needs numpy and PyPI gguf==0.19.0 to write test GGUFs)
+
+* gguf_tensors reads a GGUF written by PyPI gguf's writer: names, shapes, file type and byte sizes
+  (checked against the sizes numpy gives the arrays written);
+* bytes_per_token counts one row of token_embd when output.weight exists, all of it when tied;
+* the command line refuses what it cannot run (unknown configuration, ik-* without --ik, bad --p-for,
+  bad --read-bw, a missing model) with a message and status 2, before any build or run;
+* --dry-run prints the plan: the PQ2_0 source used as is, conversions through F16, --p-for applied.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+    import gguf
+except ImportError as e:                       # a failure, not a skip: the test command must notice
+    sys.exit(f"test_peers: {e}; install with: {sys.executable} -m pip install numpy gguf==0.19.0")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "tools", "peers.py")
+spec = importlib.util.spec_from_file_location("peers", TOOL)
+peers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(peers)
+
+
+def write_gguf(path, tied, ftype=1):
+    w = gguf.GGUFWriter(path, "qwen3")
+    w.add_file_type(ftype)
+    w.add_tensor("token_embd.weight", np.ones((100, 64), dtype=np.float16))     # 100 rows of 64
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(64, dtype=np.float32))
+    w.add_tensor("blk.0.ffn_up.weight", np.ones((96, 64), dtype=np.float16))
+    if not tied:
+        w.add_tensor("output.weight", np.ones((100, 64), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+class Peers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="t2p-peers-")
+        cls.untied = os.path.join(cls.tmp.name, "untied.gguf")
+        cls.tied = os.path.join(cls.tmp.name, "tied.gguf")
+        write_gguf(cls.untied, tied=False)
+        write_gguf(cls.tied, tied=True, ftype=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_table(self):
+        ftype, t = peers.gguf_tensors(self.untied)
+        self.assertEqual(ftype, 1)
+        self.assertEqual(t["token_embd.weight"][0], [64, 100])
+        self.assertEqual(t["blk.0.ffn_up.weight"][0], [64, 96])
+        # sizes: the data itself, padded to the 32-byte alignment
+        pad = lambda n: (n + 31) // 32 * 32  # noqa: E731
+        self.assertEqual(t["token_embd.weight"][1], pad(100 * 64 * 2))
+        self.assertEqual(t["blk.0.attn_norm.weight"][1], pad(64 * 4))
+        self.assertEqual(t["blk.0.ffn_up.weight"][1], pad(96 * 64 * 2))
+        self.assertEqual(t["output.weight"][1], 100 * 64 * 2)        # the last tensor: no padding after it
+        self.assertEqual(peers.gguf_tensors(self.tied)[0], 0)
+
+    def test_bytes_per_token(self):
+        _, t = peers.gguf_tensors(self.untied)
+        want = t["token_embd.weight"][1] // 100 + t["blk.0.attn_norm.weight"][1] + \
+            t["blk.0.ffn_up.weight"][1] + t["output.weight"][1]
+        self.assertEqual(peers.bytes_per_token(t), want)
+        _, t = peers.gguf_tensors(self.tied)
+        self.assertEqual(peers.bytes_per_token(t), sum(v[1] for v in t.values()))
+
+    def run_tool(self, *argv):
+        return subprocess.run([sys.executable, TOOL] + list(argv), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+
+    def test_refusals(self):
+        d = self.tmp.name
+        base = ["--llama", d, "-m", self.untied, "--work", os.path.join(d, "w")]
+        for extra, want in ((["--configs", "ours,nope"], "unknown configuration 'nope'"),
+                            (["--configs", "ik-iq2_bn"], "need --ik"),
+                            (["--configs", "ours", "--p-for", "stock-q4_0=64"], "not among the configurations"),
+                            (["--configs", "ours", "--p-for", "ours=x"], "is not CONFIG=N"),
+                            (["--configs", "ours", "--read-bw", "1=fast"], "is not THREADS=GB/s"),
+                            (["--configs", "ours", "-t", "0"], "not a thread count"),
+                            (["--configs", "ours", "--rounds", "0"], "at least 1")):
+            p = self.run_tool(*(base + extra))
+            self.assertEqual(p.returncode, 2, (extra, p.stdout))
+            self.assertIn(want, p.stdout, extra)
+        p = self.run_tool("--llama", d, "-m", os.path.join(d, "missing.gguf"))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no such file", p.stdout)
+
+    def test_dry_run(self):
+        """A fake fork build folder with llama-bench and llama-quantize stand-ins (never run)."""
+        d = self.tmp.name
+        bin_dir = os.path.join(d, "fork", "build-t2p", "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        for n in ("llama-bench", "llama-quantize"):
+            path = os.path.join(bin_dir, n)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\nexit 1\n")
+            os.chmod(path, 0o755)
+        p = self.run_tool("--llama", os.path.join(d, "fork"), "-m", self.untied, "--work", os.path.join(d, "w"),
+                          "--configs", "ours,ours-avx2,stock-pq2_0,stock-q4_0", "--p-for", "stock-pq2_0=64",
+                          "-t", "1,2", "-n", "16", "--dry-run")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        out = p.stdout
+        # an F16 source needs no F16 step; PQ2_0 and Q4_0 are made from it
+        self.assertNotIn("--allow-requantize", out)
+        self.assertIn(f"{self.untied} {os.path.join(d, 'w', 'untied-pq2_0.gguf')} PQ2_0", out)
+        self.assertIn(f"{self.untied} {os.path.join(d, 'w', 'untied-q4_0.gguf')} Q4_0", out)
+        self.assertIn("(ours-avx2): GGML_T2P_KERNEL=avx2 ", out)
+        self.assertIn("(stock-pq2_0): GGML_T2P=0 ", out)
+        self.assertRegex(out, r"\(stock-pq2_0\).* -p 64 -n 16 -t 1,2 ")
+        self.assertRegex(out, r"\(ours\).* -p 512,64 -n 16 -t 1,2 -r 1 -mmp 0 -v -o json")
+
+
+if __name__ == "__main__":
+    unittest.main()

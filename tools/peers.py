@@ -1,0 +1,585 @@
+#!/usr/bin/env python3
+"""Peer benchmark: ggml-t2p against the engines a user would pick instead, side by side.
+
+From a llama.cpp checkout patched and built by tools/t2p.py (PrismML's fork, q2_0-prs) and, when
+given, an ik_llama.cpp checkout, converts one model to each format with each engine's own
+llama-quantize (through F16) and runs llama-bench in interleaved rounds over these configurations:
+
+  ours            PQ2_0, ggml-t2p as it chooses (GGML_T2P_KERNEL unset)
+  ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (avx512vnni, avxvnni, avx2;
+                  on ARM i8mm, dotprod)
+  stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
+  stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)
+  stock-q4_0      Q4_0 of the fork's llama-quantize (GGML_T2P=0)
+  ik-iq2_bn       IQ2_BN of ik_llama.cpp's llama-quantize
+  ik-iq2_bn-rtr   the same file with -rtr 1 (ik_llama repacks to IQ2_BN_R4 at load)
+
+(ik_llama.cpp has no TQ2_0 type.) Each llama-quantize applies its own rules to token_embd and
+output; the table names the bytes a decoded token reads in each file, so that differences in those
+types show.
+
+Each round runs every configuration once (llama-bench -r 1, all tests and thread counts in one
+process, -mmp 0, in the same order), so slow drifts of the machine hit all alike. The table gives the
+median tokens/s over the rounds, the spread (max-min as a share of the median), our ratio to each
+peer (ours = the best of our configurations in that cell, named), and for decode the bytes read per
+token divided by the time per token, as GB/s and, with --read-bw, as a share of the machine's read
+bandwidth at that thread count. The 1-minute load average is recorded before every run (other work
+on the machine shows there).
+
+Converted models go to --work (default: the cache folder's peers/), named after the source, and are
+reused while newer than their source. Nothing is downloaded: the checkouts are the user's, and with
+--build the missing binaries are built there with cmake (the fork: llama-quantize into the folder
+t2p.py built; ik_llama.cpp: a CPU-only native Release build in IK/build-peers).
+
+Exit status: 0 when every run worked, 1 when a conversion or run failed, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
+TOOL = "peers"
+
+# general.file_type values that need no requantization to reach F16
+FTYPE_FLOAT = {0: "F32", 1: "F16", 32: "BF16"}
+FTYPE_PQ2_0 = 141
+
+LEVELS_X86 = ["avx512vnni", "avxvnni", "avx2"]
+LEVELS_ARM = ["i8mm", "dotprod"]
+
+ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr"]
+
+
+# ---------------------------------------------------------------------------
+# GGUF: the tensor table, for the bytes a decoded token reads
+# ---------------------------------------------------------------------------
+
+def gguf_tensors(path):
+    """Returns (general.file_type or None, {name: (dims, bytes)}); bytes from the offsets (the
+    padding between tensors, under the alignment, is counted with the tensor before it)."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    with open(path, "rb") as f:
+        def rd(fmt):
+            n = struct.calcsize(fmt)
+            return struct.unpack(fmt, f.read(n))
+
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file")
+        version, n_t, n_kv = rd("<IQQ")
+        if version < 2:
+            raise ValueError(f"{path}: GGUF version {version} is too old")
+
+        def skip_value(vt):
+            if vt == 8:
+                (n,) = rd("<Q")
+                f.seek(n, 1)
+            elif vt == 9:
+                at, n = rd("<IQ")
+                if at in (8, 9):
+                    for _ in range(n):
+                        skip_value(at)
+                else:
+                    f.seek(n * sizes[at], 1)
+            else:
+                f.seek(sizes[vt], 1)
+
+        ftype, align = None, 32
+        for _ in range(n_kv):
+            (n,) = rd("<Q")
+            key = f.read(n).decode("utf-8", "replace")
+            (vt,) = rd("<I")
+            if key in ("general.file_type", "general.alignment") and vt in (4, 5):
+                (v,) = rd("<I")
+                if key == "general.file_type":
+                    ftype = v
+                else:
+                    align = v
+            else:
+                skip_value(vt)
+        infos = []
+        for _ in range(n_t):
+            (n,) = rd("<Q")
+            name = f.read(n).decode("utf-8", "replace")
+            (nd,) = rd("<I")
+            dims = list(rd(f"<{nd}Q"))
+            _, off = rd("<IQ")
+            infos.append((off, name, dims))
+        data_start = (f.tell() + align - 1) // align * align
+    end = os.path.getsize(path) - data_start
+    infos.sort()
+    out = {}
+    for i, (off, name, dims) in enumerate(infos):
+        nxt = infos[i + 1][0] if i + 1 < len(infos) else end
+        out[name] = (dims, nxt - off)
+    return ftype, out
+
+
+def bytes_per_token(tensors):
+    """Bytes of weights one decoded token reads: every tensor once, but of token_embd one row (unless
+    the model has no output.weight, when token_embd is the output matrix too)."""
+    total = 0
+    for name, (dims, nbytes) in tensors.items():
+        if name == "token_embd.weight" and "output.weight" in tensors and len(dims) == 2:
+            total += nbytes // dims[1]
+        else:
+            total += nbytes
+    return total
+
+
+# ---------------------------------------------------------------------------
+# binaries and builds
+# ---------------------------------------------------------------------------
+
+def run_build(cmd, log):
+    tc.say(TOOL, f"build: {' '.join(cmd)}  (log: {log})")
+    with open(log, "ab") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if rc != 0:
+        print(tc.tail(log, 25), file=sys.stderr)
+        tc.say(TOOL, f"build failed with status {rc}: {' '.join(cmd)}")
+    return rc == 0
+
+
+def fork_binaries(args):
+    build = args.llama_build or os.path.join(args.llama, "build-t2p")
+    got = {n: tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")}
+    missing = [n for n, p in got.items() if not p]
+    if missing and args.build:
+        if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
+            tc.say(TOOL, f"{build} is not configured: run tools/t2p.py --llama {args.llama} first")
+            return None
+        if not run_build(["cmake", "--build", build, "--config", "Release", "-j", str(args.jobs),
+                          "--target"] + missing, os.path.join(build, "peers-build.log")):
+            return None
+        got = {n: tc.find_built_binary(build, n) for n in got}
+        missing = [n for n, p in got.items() if not p]
+    if missing:
+        tc.say(TOOL, f"not built in {build}: {', '.join(missing)} (--build builds them)")
+        return None
+    return got
+
+
+def ik_binaries(args):
+    build = args.ik_build or os.path.join(args.ik, "build-peers")
+    got = {n: tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")}
+    missing = [n for n, p in got.items() if not p]
+    if missing and args.build:
+        log = os.path.join(os.path.abspath(args.out_dir), "ik-build.log")
+        if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
+            if not run_build(["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                              "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
+                              "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF"], log):
+                return None
+        if not run_build(["cmake", "--build", build, "--config", "Release", "-j", str(args.jobs),
+                          "--target"] + missing, log):
+            return None
+        got = {n: tc.find_built_binary(build, n) for n in got}
+        missing = [n for n, p in got.items() if not p]
+    if missing:
+        tc.say(TOOL, f"not built in {build}: {', '.join(missing)} (--build builds them)")
+        return None
+    return got
+
+
+def cpu_levels():
+    """The ggml-t2p levels this CPU runs, best first (what GGML_T2P_KERNEL accepts)."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags.update(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    mach = platform.machine().lower()
+    if mach in ("x86_64", "amd64"):
+        out = []
+        base = {"avx2", "fma", "f16c"} <= flags
+        if base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+            out.append("avx512vnni")
+        if base and "avx_vnni" in flags:
+            out.append("avxvnni")
+        if base:
+            out.append("avx2")
+        return out
+    if mach in ("aarch64", "arm64"):
+        out = []
+        if "asimddp" in flags and "i8mm" in flags:
+            out.append("i8mm")
+        if "asimddp" in flags:
+            out.append("dotprod")
+        return out
+    return []
+
+
+# ---------------------------------------------------------------------------
+# conversions
+# ---------------------------------------------------------------------------
+
+def quantize(tool_bin, src, dst, qtype, allow_requant, log_dir, label):
+    """llama-quantize SRC -> DST (type QTYPE), written to a temporary name and renamed; reused while
+    DST is newer than SRC. Returns True on success."""
+    if os.path.isfile(dst) and os.path.getmtime(dst) >= os.path.getmtime(src):
+        tc.say(TOOL, f"{label}: reusing {dst}")
+        return True
+    tmp = f"{dst}.tmp-{os.getpid()}"
+    cmd = [tool_bin] + (["--allow-requantize"] if allow_requant else []) + [src, tmp, qtype]
+    log = os.path.join(log_dir, f"quantize-{label}.log")
+    tc.say(TOOL, f"{label}: {' '.join(cmd)}  (log: {log})")
+    t0 = time.monotonic()
+    secs = tc.run_checked(TOOL, f"quantize {label}", cmd, {"GGML_T2P": "0"}, log)
+    if secs is None:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        return False
+    os.replace(tmp, dst)
+    tc.say(TOOL, f"{label}: {dst} ({os.path.getsize(dst) / 2**20:.1f} MiB) in {time.monotonic() - t0:.0f} s")
+    return True
+
+
+# ---------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------
+
+def load_bench_json(path):
+    """llama-bench -o json -> {(test, threads): tokens/s}."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    # ik_llama's llama-bench may print more than the JSON array to stdout: take the array
+    i, j = text.find("["), text.rfind("]")
+    data = json.loads(text[i:j + 1])
+    res = {}
+    for t in data:
+        test = f"pp{t['n_prompt']}" if t["n_gen"] == 0 else f"tg{t['n_gen']}"
+        res[(test, int(t["n_threads"]))] = float(t["avg_ts"])
+    return res
+
+
+def parse_threads(ap, text):
+    out = []
+    for w in text.split(","):
+        w = w.strip()
+        if w == "all":
+            out.append(tc.cpu_count())
+        elif w.isdigit() and int(w) > 0:
+            out.append(int(w))
+        else:
+            ap.error(f"-t: '{w}' is not a thread count (numbers or 'all', comma-separated)")
+    return sorted(set(out))
+
+
+def parse_read_bw(ap, text):
+    bw = {}
+    for w in (text or "").split(","):
+        if not w.strip():
+            continue
+        t, eq, v = w.partition("=")
+        try:
+            bw[int(t)] = float(v)
+            if not eq or bw[int(t)] <= 0:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--read-bw: '{w}' is not THREADS=GB/s")
+    return bw
+
+
+def parser():
+    ap = argparse.ArgumentParser(
+        prog="tools/peers.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s --llama DIR [--ik DIR] -m MODEL.gguf [options] [-- extra llama-bench args]",
+        description=__doc__.split("\n\n", 1)[1],
+        epilog="examples:\n"
+               "  # ours (each level) against stock PQ2_0 only, on a PQ2_0 model: no conversion\n"
+               "  tools/peers.py --llama ~/llama.cpp -m synthetic-8b-pq2_0.gguf --configs ours,ours-LEVEL,stock-pq2_0\n"
+               "  # every peer, building what is missing, 3 rounds, the read bandwidth of cargo bench read_bw\n"
+               "  tools/peers.py --llama ~/llama.cpp --ik ~/ik_llama.cpp --build -m model-f16.gguf --rounds 3 \\\n"
+               "      --read-bw 1=8.2,2=13.6 --json peers.json")
+    ap.add_argument("--llama", metavar="DIR", required=True,
+                    help="the fork checkout, patched and built by tools/t2p.py")
+    ap.add_argument("--llama-build", metavar="DIR", help="its build folder (default: LLAMA/build-t2p)")
+    ap.add_argument("--ik", metavar="DIR", help="an ik_llama.cpp checkout (for the ik-* configurations)")
+    ap.add_argument("--ik-build", metavar="DIR", help="its build folder (default: IK/build-peers)")
+    ap.add_argument("--build", action="store_true",
+                    help="build missing binaries with cmake (llama-quantize in the fork's folder; ik_llama.cpp "
+                         "CPU-only, native, Release)")
+    ap.add_argument("--jobs", "-j", type=int, default=tc.cpu_count(), metavar="N", help="build jobs (default: all cores)")
+    ap.add_argument("-m", "--model", metavar="GGUF", required=True,
+                    help="the source model: F16/BF16/F32, or any type the fork's llama-quantize reads "
+                         "(a PQ2_0 file is used as is for the PQ2_0 configurations and dequantized to F16 "
+                         "for the others)")
+    ap.add_argument("--work", metavar="DIR", help="converted models (default: <cache>/peers)")
+    ap.add_argument("--configs", default=",".join(ALL_CONFIGS), metavar="LIST",
+                    help="comma-separated configurations (default: all; ik-* need --ik): " + ", ".join(ALL_CONFIGS)
+                         + "; ours-LEVEL expands to each level this CPU runs")
+    ap.add_argument("--levels", metavar="LIST", help="ggml-t2p levels for ours-LEVEL (default: those this CPU runs: "
+                    + (",".join(cpu_levels()) or "none found") + ")")
+    ap.add_argument("-p", default="512,64", metavar="LIST", help="prompt sizes (default 512,64)")
+    ap.add_argument("--p-for", action="append", default=[], metavar="CONFIG=LIST",
+                    help="other prompt sizes for one configuration, e.g. stock-pq2_0=64 where a slow path would "
+                         "take minutes per pp512 (repeatable; 0 = no prompt test)")
+    ap.add_argument("-n", type=int, default=128, metavar="N", help="generated tokens (default 128)")
+    ap.add_argument("-t", default="1,all", metavar="LIST", help="thread counts (default 1,all)")
+    ap.add_argument("--rounds", type=int, default=3, metavar="N", help="interleaved rounds (default 3)")
+    ap.add_argument("--read-bw", metavar="T=GBPS,...",
+                    help="the machine's read bandwidth per thread count (e.g. 1=8.2,2=13.6 from cargo bench "
+                         "read_bw), for decode's share of it")
+    ap.add_argument("--out", dest="out_dir", metavar="DIR", default=None,
+                    help="keep logs and JSON of every run there (default: WORK/runs-<time>)")
+    ap.add_argument("--json", metavar="FILE", help="write every sample, median and setting as JSON")
+    ap.add_argument("--dry-run", action="store_true", help="print the conversions and runs, run nothing")
+    return ap
+
+
+def parse(argv):
+    argv, extra = tc.split_extra(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    args.extra = extra
+    return ap, args
+
+
+def run(argv):
+    ap, args = parse(argv)
+    tc.file_arg(ap, "-m", args.model)
+    if not os.path.isdir(args.llama):
+        ap.error(f"--llama {args.llama}: no such folder")
+    if args.ik and not os.path.isdir(args.ik):
+        ap.error(f"--ik {args.ik}: no such folder")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if args.n < 0:
+        ap.error("-n must be 0 or more")
+    pps = []
+    for w in args.p.split(","):
+        if not w.strip().isdigit():
+            ap.error(f"-p: '{w}' is not a token count")
+        pps.append(int(w))
+    threads = parse_threads(ap, args.t)
+    p_for = {}
+    for w in args.p_for:
+        c, eq, lst = w.partition("=")
+        if not eq or not all(x.strip().isdigit() for x in lst.split(",")):
+            ap.error(f"--p-for: '{w}' is not CONFIG=N[,N...]")
+        p_for[c] = lst
+    read_bw = parse_read_bw(ap, args.read_bw)
+    levels = cpu_levels() if args.levels is None else [x for x in args.levels.split(",") if x]
+    configs = []
+    for c in [x.strip() for x in args.configs.split(",") if x.strip()]:
+        if c == "ours-LEVEL":
+            configs += [f"ours-{lv}" for lv in levels]
+        elif c in ALL_CONFIGS or (c.startswith("ours-") and c[5:] in LEVELS_X86 + LEVELS_ARM + ["ref"]):
+            configs.append(c)
+        else:
+            ap.error(f"--configs: unknown configuration '{c}' (known: {', '.join(ALL_CONFIGS)}, ours-<level>)")
+    for c in p_for:
+        if c not in configs:
+            ap.error(f"--p-for: '{c}' is not among the configurations run ({', '.join(configs)})")
+    if any(c.startswith("ik-") for c in configs) and not args.ik:
+        ap.error("the ik-* configurations need --ik DIR (or leave them out of --configs)")
+    if args.json:
+        tc.out_file_arg(ap, "--json", args.json)
+    work = os.path.abspath(args.work or os.path.join(tc.cache_dir(), "peers"))
+    tc.out_arg(ap, work, "--work")
+    args.out_dir = args.out_dir or os.path.join(work, time.strftime("runs-%Y%m%d-%H%M%S"))
+    tc.out_arg(ap, args.out_dir)
+    model = os.path.abspath(args.model)
+    try:
+        ftype, _ = gguf_tensors(model)
+    except (ValueError, struct.error, OSError) as e:
+        ap.error(f"-m {args.model}: cannot read its GGUF header: {e}")
+
+    fork = fork_binaries(args)
+    if not fork:
+        return 1, None
+    ik = ik_binaries(args) if any(c.startswith("ik-") for c in configs) else None
+    if any(c.startswith("ik-") for c in configs) and not ik:
+        return 1, None
+
+    # --- conversions
+    stem = re.sub(r"\.gguf$", "", os.path.basename(model))
+    files = {}
+    need = {c.split("-")[1] if c.startswith(("stock-", "ik-")) else "pq2_0" for c in configs}
+    f16 = model
+    if ftype == FTYPE_PQ2_0 and "pq2_0" in need:
+        files["pq2_0"] = model
+        tc.say(TOOL, "the source is PQ2_0: used as is for the PQ2_0 configurations")
+    if need - set(files):
+        if ftype not in FTYPE_FLOAT:
+            f16 = os.path.join(work, f"{stem}-f16.gguf")
+            if args.dry_run:
+                print(f"would run: {fork['llama-quantize']} --allow-requantize {model} {f16} F16")
+            elif not quantize(fork["llama-quantize"], model, f16, "F16", True, args.out_dir, "f16"):
+                return 1, None
+        for fmt in sorted(need - set(files)):
+            if fmt == "iq2_bn":                    # ik-iq2_bn and ik-iq2_bn-rtr share the IQ2_BN file
+                qbin, qtype = ik["llama-quantize"], "IQ2_BN"
+                dst = os.path.join(work, f"{stem}-ik-iq2_bn.gguf")
+            else:
+                qbin, qtype = fork["llama-quantize"], fmt.upper()
+                dst = os.path.join(work, f"{stem}-{fmt}.gguf")
+            if args.dry_run:
+                print(f"would run: {qbin} {f16} {dst} {qtype}")
+            elif not quantize(qbin, f16, dst, qtype, False, args.out_dir, fmt):
+                return 1, None
+            files[fmt] = dst
+
+    plan = []
+    for c in configs:
+        if c == "ours":
+            plan.append((c, fork["llama-bench"], files["pq2_0"], {}, []))
+        elif c.startswith("ours-"):
+            plan.append((c, fork["llama-bench"], files["pq2_0"], {"GGML_T2P_KERNEL": c[5:]}, []))
+        elif c.startswith("stock-"):
+            plan.append((c, fork["llama-bench"], files[c.split("-")[1]], {"GGML_T2P": "0"}, []))
+        elif c == "ik-iq2_bn":
+            plan.append((c, ik["llama-bench"], files["iq2_bn"], {}, ["-rtr", "0"]))
+        elif c == "ik-iq2_bn-rtr":
+            plan.append((c, ik["llama-bench"], files["iq2_bn"], {}, ["-rtr", "1"]))
+    common = ["-n", str(args.n), "-t", ",".join(map(str, threads)), "-r", "1", "-mmp", "0", "-v", "-o", "json"]
+    plan = [(label, binary, m, env, ["-p", p_for.get(label, ",".join(map(str, pps)))] + common + extra + args.extra)
+            for label, binary, m, env, extra in plan]
+    if args.dry_run:
+        for label, binary, m, env, extra in plan:
+            print(f"would run ({label}): {tc.show_env(env)} {binary} -m {m} {' '.join(extra)}".replace("  ", " "))
+        return 0, None
+
+    bpt = {}
+    for label, _, m, _, _ in plan:
+        bpt[label] = bytes_per_token(gguf_tensors(m)[1])
+    samples = {label: {} for label, *_ in plan}
+    loads, states, runs = [], {}, []
+    t_start = time.time()
+    load_line, load_warn = tc.machine_load(max(threads))
+    tc.say(TOOL, load_line)
+    if load_warn:
+        tc.say(TOOL, load_warn)
+    for r in range(1, args.rounds + 1):
+        for label, binary, m, env, extra in plan:
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            loads.append(load)
+            json_path = os.path.join(args.out_dir, f"{label}-{r}.json")
+            log_path = os.path.join(args.out_dir, f"{label}-{r}.log")
+            cmd = [binary, "-m", m] + extra
+            tc.say(TOOL, f"round {r}/{args.rounds} {label} (load {load:.2f}): {tc.show_env(env)} "
+                         f"{os.path.basename(binary)} -m {os.path.basename(m)} ...")
+            secs = tc.run_checked(TOOL, f"run {label}", cmd, env, json_path, log_path)
+            if secs is None:
+                return 1, None
+            try:
+                got = load_bench_json(json_path)
+                if not got:
+                    raise ValueError("no results")
+            except (ValueError, KeyError, TypeError) as e:
+                tc.say(TOOL, f"{label}: cannot read llama-bench's JSON in {json_path}: {e}")
+                return 1, None
+            for key, ts in got.items():
+                samples[label].setdefault(key, []).append(ts)
+            state, summary, _ = tc.plugin_state(tc.read_text(log_path))
+            states.setdefault(label, []).append((state, summary))
+            runs.append({"round": r, "config": label, "cmd": cmd, "env": env, "load1": load, "seconds": secs,
+                         "results": {f"{k[0]}@{k[1]}": v for k, v in got.items()}})
+            tc.say(TOOL, f"  {label}: {secs:.0f} s; " + ", ".join(f"{k[0]}@t{k[1]} {v:.2f}" for k, v in got.items()))
+    loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
+    secs = time.time() - t_start
+    end_line, _ = tc.machine_load(max(threads))
+    lines, table = report(args, plan, samples, states, bpt, read_bw, loads, secs)
+    lines[1:1] = ["before: " + load_line] + ([load_warn] if load_warn else []) + ["after:  " + end_line]
+    for line in lines:
+        print(line)
+    if args.json:
+        with tc.AtomicOut(args.json) as out:
+            out.write(json.dumps({"model": model, "files": files, "configs": [p[0] for p in plan],
+                                  "bytes_per_token": bpt, "read_bw": read_bw, "loads": loads,
+                                  "table": table, "runs": runs, "machine_before": load_line,
+                                  "machine_after": end_line,
+                                  "states": {k: v[0][1] for k, v in states.items()}}, indent=1).encode())
+            out.commit()
+        print(f"JSON: {args.json}")
+    return 0, table
+
+
+def report(args, plan, samples, states, bpt, read_bw, loads, secs):
+    labels = [p[0] for p in plan]
+    ours = [x for x in labels if x == "ours" or x.startswith("ours-")]
+    peers = [x for x in labels if x not in ours]
+    keys = []
+    for label in labels:
+        for k in samples[label]:
+            if k not in keys:
+                keys.append(k)
+    keys.sort(key=lambda k: (k[1], k[0].startswith("tg"), -int(k[0][2:])))
+    lines = [f"{args.rounds} interleaved rounds, llama-bench -r 1 each; median tokens/s (spread = (max-min)/median); "
+             f"1-min load before the runs: min {min(loads):.2f}, median {statistics.median(loads):.2f}, "
+             f"max {max(loads):.2f}; {secs / 60:.1f} min"]
+    table = []
+    head = f"{'test':7} {'thr':>3} " + " ".join(f"{x:>18}" for x in labels)
+    lines.append(head)
+    for k in keys:
+        row = {"test": k[0], "threads": k[1], "median": {}, "spread": {}}
+        cells = []
+        for label in labels:
+            v = samples[label].get(k, [])
+            if v:
+                med = statistics.median(v)
+                sp = (max(v) - min(v)) / med if med else 0.0
+                row["median"][label], row["spread"][label] = med, sp
+                cells.append(f"{med:10.2f} ({100 * sp:3.0f}%)")
+            else:
+                cells.append(f"{'-':>18}")
+        table.append(row)
+        lines.append(f"{k[0]:7} {k[1]:3d} " + " ".join(f"{c:>18}" for c in cells))
+    if ours and peers:
+        lines.append("ours = the best of " + ", ".join(ours) + " in each cell; ratio ours/peer:")
+        lines.append(f"{'test':7} {'thr':>3} {'ours best':>26} " + " ".join(f"{x:>14}" for x in peers))
+        for row in table:
+            got = {x: row["median"][x] for x in ours if x in row["median"]}
+            if not got:
+                continue
+            best = max(got, key=got.get)
+            row["ours_best"] = best
+            row["ratio"] = {p: got[best] / row["median"][p] for p in peers if row["median"].get(p)}
+            lines.append(f"{row['test']:7} {row['threads']:3d} {got[best]:9.2f} {best:>16} " +
+                         " ".join(f"{row['ratio'][p]:13.2f}x" if p in row["ratio"] else f"{'-':>14}" for p in peers))
+    lines.append("decode: weight bytes read per token (each file's tensor table; token_embd one row) x tokens/s:")
+    for row in table:
+        if not row["test"].startswith("tg"):
+            continue
+        parts = []
+        for label in labels:
+            if label in row["median"]:
+                gbs = bpt[label] * row["median"][label] / 1e9
+                share = f" = {100 * gbs / read_bw[row['threads']]:.0f}%" if row["threads"] in read_bw else ""
+                row.setdefault("read_gbs", {})[label] = gbs
+                parts.append(f"{label} {gbs:.2f} GB/s{share}")
+        bw = f" of {read_bw[row['threads']]:.2f} GB/s read bandwidth" if row["threads"] in read_bw else ""
+        lines.append(f"  {row['test']} t{row['threads']}{bw}: " + ", ".join(parts))
+    lines.append("  bytes per token: " + ", ".join(f"{x} {bpt[x] / 1e6:.1f} MB" for x in labels))
+    lines.append("plugin state (from each run's log):")
+    for label in labels:
+        seen = []
+        for s in states.get(label, []):
+            if not any(tc.same_state(s, x) for x in seen):
+                seen.append(s)
+        for s in seen:
+            lines.append(f"  {label}: {s[1]}")
+    lines.append(f"logs and JSON of every run: {args.out_dir}")
+    return lines, table
+
+
+if __name__ == "__main__":
+    tc.tool_main(TOOL, run)
