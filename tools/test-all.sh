@@ -154,7 +154,15 @@ for t in aarch64-pc-windows-msvc aarch64-apple-darwin x86_64-pc-windows-msvc; do
 done
 
 begin "host: benches build, tools answer --help"
-cargo bench --no-run --quiet
+if [ "$X86EMU" = 1 ] && [ "$(uname -m)" = x86_64 ] && [ "$(uname -s)" = Linux ]; then
+  # built as tools/x86-emu-test.py builds its static test binaries (same folder, target, flags and
+  # release settings), so that stage reuses the crate and its dependencies instead of compiling
+  # them a further time
+  CARGO_TARGET_DIR="$ROOT/target/static" CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo bench --no-run --quiet --target x86_64-unknown-linux-gnu
+else
+  cargo bench --no-run --quiet
+fi
 bash -n tools/qemu-test.sh tools/toolchain.sh
 for t in tools/*.py; do
   PYTHONDONTWRITEBYTECODE=1 python3 "$t" --help >/dev/null || { echo "test-all: python3 $t --help failed" >&2; false; }

@@ -92,16 +92,27 @@ def build(target_dir: Path) -> dict:
                           *[a for t in TESTS for a in ("--test", t)]],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     bins = {}
+    staticlibs = []
     for line in out.splitlines():
         try:
             m = json.loads(line)
         except ValueError:
             continue
-        if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        if m.get("reason") != "compiler-artifact":
+            continue
+        if m.get("profile", {}).get("test") and m.get("executable"):
             bins[m["target"]["name"]] = Path(m["executable"])
-    sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
-       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    lib = target_dir / TARGET / "release" / "libggml_t2p.a"
+        elif m.get("package_id", "").find("ggml-t2p") >= 0 and "staticlib" in m["target"].get("kind", []):
+            staticlibs += m.get("filenames", [])
+    # the staticlib of that same build (cargo names it among the library's artifacts); a separate
+    # `cargo build --lib` would compile the crate again (other dependency features without tests)
+    libs = [Path(f) for f in staticlibs if f.endswith(".a")]
+    if libs:
+        lib = libs[-1]
+    else:
+        sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
+           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lib = target_dir / TARGET / "release" / "libggml_t2p.a"
     smoke = target_dir / "abi_smoke-static"
     # (glibc warns that a static binary's getaddrinfo/getpwuid_r need its shared libraries at run
     # time; the library never calls them, so the link's stderr is shown only on failure)
