@@ -57,21 +57,35 @@ export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
 export CARGO_TARGET_DIR="$ROOT/target/cross"
 
 echo "qemu-test: building tests for $TARGET ($("$RUSTC" -V))"
+# the test binaries, and (last line, "lib ...") the staticlib of the same build for the C programs:
+# a separate `cargo build --lib` would compile the crate again (other dependency features)
 mapfile -t BINS < <(cargo test --target "$TARGET" "${PROFILE_ARGS[@]}" --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
+lib = ""
 for line in sys.stdin:
     try: m = json.loads(line)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
-        print(m["executable"])')
+    if m.get("reason") != "compiler-artifact": continue
+    if m.get("profile", {}).get("test") and m.get("executable"):
+        print(m["executable"])
+    elif "ggml-t2p" in m.get("package_id", "") and "staticlib" in m["target"].get("kind", []):
+        lib = next((f for f in m.get("filenames", []) if f.endswith(".a")), lib)
+print("lib " + lib)')
+LIB=""
+if [ "${#BINS[@]}" -gt 0 ] && [ "${BINS[-1]#lib }" != "${BINS[-1]}" ]; then
+  LIB="${BINS[-1]#lib }"
+  unset 'BINS[-1]'
+fi
 if [ "${#BINS[@]}" -eq 0 ]; then
   echo "qemu-test: no test binaries were built; the build output follows" >&2
   cargo test --target "$TARGET" "${PROFILE_ARGS[@]}" --no-run >&2
   exit 1
 fi
 
-LIB="$CARGO_TARGET_DIR/$TARGET/$PROFILE_DIR/libggml_t2p.a"
-cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}" 2>/dev/null || cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}"
+if [ -z "$LIB" ]; then
+  LIB="$CARGO_TARGET_DIR/$TARGET/$PROFILE_DIR/libggml_t2p.a"
+  cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}" 2>/dev/null || cargo build --lib --target "$TARGET" "${PROFILE_ARGS[@]}"
+fi
 SMOKE="$CARGO_TARGET_DIR/abi_smoke-aarch64"
 aarch64-linux-gnu-gcc -static -O2 -std=c11 -Wall -Werror -I include tests/c/abi_smoke.c "$LIB" -lpthread -ldl -lm -o "$SMOKE"
 FORK="$CARGO_TARGET_DIR/fork_smoke-aarch64"
