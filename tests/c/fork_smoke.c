@@ -7,8 +7,8 @@
  *
  * The thread count comes from /proc/self/status, which lags pthread_join: a joined thread is
  * counted until its kernel exit path has run (natively microseconds, longer when the machine is
- * loaded and the exiting thread waits for a core; under qemu-user the guest thread can stay listed
- * for seconds). So after each repack the program polls, every millisecond, until the count is back,
+ * loaded and the exiting thread waits for a core; under qemu-user up to 67 ms was seen on a loaded
+ * machine, where an exact check failed 8 runs of 8). So after each repack the program polls, every millisecond, until the count is back,
  * for at most GRACE_MS milliseconds, prints how long it took when it was not back at once, and
  * fails only when it is still higher after that: a worker that outlives the call (a pool, a
  * detached thread) stays listed and fails; a joined one never does.
