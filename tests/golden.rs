@@ -1,5 +1,6 @@
-//! The golden vectors of `shared/golden/` (made by the fork's own reference C code; layout in its
-//! README) must all pass bit for bit. Each test prints how many cases of its set passed.
+//! The golden vectors of `tests/golden/` (made by the fork's own reference C code; what each file
+//! holds and how it was made: tests/golden/README.md) must all pass bit for bit. Each test prints
+//! how many cases of its set passed.
 
 mod common;
 
@@ -191,11 +192,26 @@ fn ptq1_0_quant_blocks_decode() {
         let mut y = vec![0.0f32; 128];
         dequantize_row_ptq1_0(&b, &mut y).unwrap();
         let d = b[0].d.to_f32();
-        // Every decoded weight is -d, 0 or +d. Tag 1 inputs are exactly t * s; the block stores
-        // d = fp16(s), so decoded and input differ by the fp16 rounding of s (relative 2^-11),
-        // hence the 1e-3 * |d| tolerance.
+        // Every decoded weight is -d, 0 or +d. Tag 1 inputs are exactly t * s (t in -1, 0, 1, one
+        // s > 0 per block): the quantizer stores d = fp16(max |x|) = fp16(s), rounded to nearest
+        // even, and each weight must decode to the bits of t * d, t being the sign of its input.
+        // Bits, not a tolerance: the only rounding on the way is that of s to fp16, which the
+        // first comparison reproduces exactly.
         let ternary = y.iter().all(|&v| v == -d || v == 0.0 || v == d);
-        let matches_pure = tag != 1 || x.iter().zip(&y).all(|(a, b)| (a - b).abs() <= d.abs() * 1e-3);
+        let matches_pure = tag != 1 || {
+            let max_abs = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let sign = |v: f32| {
+                if v > 0.0 {
+                    1.0f32
+                } else if v < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            };
+            b[0].d.to_bits() == half::f16::from_f32(max_abs).to_bits()
+                && x.iter().zip(&y).all(|(&a, &v)| (sign(a) * d).to_bits() == v.to_bits())
+        };
         if tag == 1 && matches_pure {
             exact += 1;
         }
@@ -206,7 +222,9 @@ fn ptq1_0_quant_blocks_decode() {
         }
     }
     g.finish();
-    println!("golden ptq1_0_quant.bin: {exact} pure-ternary (tag 1) cases decode to their inputs");
+    println!(
+        "golden ptq1_0_quant.bin: {exact} pure-ternary (tag 1) cases decode bit for bit to sign(x) * fp16(max |x|)"
+    );
     report_as("ptq1_0_quant.bin", "decode to ternary values of their scale", passed, g.count, &failures);
 }
 

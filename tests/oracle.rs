@@ -368,16 +368,15 @@ fn decline_without_simd() {
     assert_eq!(ggml_t2p_supports(142, 3, 1, 4, 256), 0, "the reference level runs every layout");
 }
 
-/// The x86 choice between the levels, for each vendor and feature set (no CPU needed).
+/// The choice between the levels for each feature set (no CPU needed): on x86 for each vendor,
+/// on aarch64 i8mm over dotprod; features of the other architecture never give a level.
 #[test]
 fn best_level_choice() {
     use ggml_t2p::CpuFeatures;
     use KernelLevel::*;
-    if !cfg!(target_arch = "x86_64") {
-        return;
-    }
     let base = CpuFeatures { avx2: true, ..CpuFeatures::default() };
-    let cases = [
+    let neon = CpuFeatures { neon: true, ..CpuFeatures::default() };
+    let x86_cases = [
         (CpuFeatures::default(), None),
         (base, Some(Avx2)),
         (CpuFeatures { avxvnni: true, ..base }, Some(AvxVnni)),
@@ -388,9 +387,33 @@ fn best_level_choice() {
         // AMX is only forced, never chosen (not timed on AMX hardware yet)
         (CpuFeatures { avxvnni: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..base }, Some(Avx512Vnni)),
     ];
-    for (f, want) in cases {
-        assert_eq!(KernelLevel::best_on(f), want, "{f:?}");
+    let arm_cases = [
+        (CpuFeatures::default(), None),
+        (neon, None),
+        (CpuFeatures { dotprod: true, ..neon }, Some(Dotprod)),
+        (CpuFeatures { dotprod: true, i8mm: true, ..neon }, Some(I8mm)),
+        (CpuFeatures { i8mm: true, ..neon }, None), // i8mm without dotprod is no level of ours
+    ];
+    let (mine, other, arch) = if cfg!(target_arch = "x86_64") {
+        (&x86_cases[..], &arm_cases[..], "x86_64")
+    } else if cfg!(target_arch = "aarch64") {
+        (&arm_cases[..], &x86_cases[..], "aarch64")
+    } else {
+        (&[][..], &[][..], "other")
+    };
+    for &(f, want) in mine {
+        assert_eq!(KernelLevel::best_on(f), want, "{arch}: {f:?}");
     }
+    for &(f, _) in other {
+        assert_eq!(KernelLevel::best_on(f), None, "{arch} with the other architecture's features {f:?}");
+    }
+    // on an architecture with no SIMD level of ours only the x86 and ARM cases above decline
+    assert!(arch != "other" || x86_cases.iter().chain(&arm_cases).all(|&(f, _)| KernelLevel::best_on(f).is_none()));
+    println!(
+        "kernels: level choice checked for {} {arch} feature sets ({} of the other architecture)",
+        mine.len(),
+        other.len()
+    );
 }
 
 /// An empty batch (ggml hands the last layer zero columns when no output is kept) is valid on

@@ -2,7 +2,7 @@
 """Tests for tools/convert-q2kt.py (zero-exact Q2_K re-encoding of PQ2_0, PTQ1_0 and TQ2_0).
 
 Run: python3 tests/test_q2kt.py [-v]      (needs numpy and PyPI gguf==0.19.0; the golden vectors in
-../shared/golden or $GGML_T2P_GOLDEN_DIR, a missing directory is a failure)
+tests/golden, or $GGML_T2P_GOLDEN_DIR when set; a missing directory is a failure)
 
 The converter's output is never judged by the converter's own code:
   * its source decoders are held bit for bit against the fork's golden PQ2_0 / PTQ1_0 dequant vectors;
@@ -36,7 +36,7 @@ except ImportError as e:                       # a failure, not a skip: the test
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "convert-q2kt.py")
-GOLDEN = os.environ.get("GGML_T2P_GOLDEN_DIR", os.path.join(os.path.dirname(ROOT), "shared", "golden"))
+GOLDEN = os.environ.get("GGML_T2P_GOLDEN_DIR") or os.path.join(ROOT, "tests", "golden")
 
 
 def load_tool():

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Run the x86-64 kernel levels this machine lacks (AVX-VNNI, AVX-512 VNNI) for real, in an emulator.
+"""Run the x86-64 kernel levels this machine lacks (AVX-VNNI, AVX-512 VNNI) for real, in an emulator,
+and the AVX2-only decline path, which no machine with a VNNI level can run natively.
 
 Builds the crate's test binaries and the C ABI program statically for x86_64-unknown-linux-gnu,
 then runs them under Bochs (tools/x86-emu.py: a full-system emulator that implements AVX-VNNI and
-AVX-512 VNNI) for three CPU feature sets:
+AVX-512 VNNI) for CPU feature sets:
 
+  avx2        Haswell-like: AVX2, no VNNI of any kind -> the library must choose avx2 and refuse
+              both VNNI levels (the C ABI program, and the oracle's level-choice tests)
   avxvnni     Alder/Arrow-Lake-like: AVX2 + AVX-VNNI, no AVX-512  -> level avxvnni (ymm)
   avx512vnni  Ice-Lake-like: AVX-512 F/BW/VL/VNNI, no AVX-VNNI    -> level avx512vnni (zmm)
   spr         Sapphire-Rapids-like: both                          -> levels avxvnni and avx512vnni
 
-For each set it runs the oracle, the golden vectors, the property tests (with
+By default only what this CPU cannot run natively (host `cargo test` runs every level the CPU has):
+the avx2 set always, plus the set of each VNNI level the CPU lacks (all three when it lacks both).
+Here that is read from /proc/cpuinfo, independently of the library. --sets chooses explicitly.
+
+For a level set it runs the oracle, the golden vectors, the property tests (with
 GGML_T2P_TEST_LEVELS set to the set's levels: every output is still held against the scalar
 reference *formula*, only the slow reference *kernel* level is skipped) and the C ABI program
-(every level, the library's own choice of the best one and of the layout). It prints one line per
-set and exits non-zero if anything fails. The AVX2 level and the portable levels run natively in
-`cargo test`; this tool adds the levels the host CPU cannot run. Speed in an emulator means
-nothing: this checks bits only.
+(every level, the library's own choice of the best one and of the layout, levels the emulated CPU
+lacks refused). It prints one line per set and exits non-zero if anything fails. Speed in an
+emulator means nothing: this checks bits only.
 
 The first run builds Bochs 3.0 from Debian's source package (about 7 minutes on 2 cores; cached
 under target/x86-emu/). Logs: target/x86-emu-test/<set>.log.
@@ -34,11 +40,43 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "x86_64-unknown-linux-gnu"
 SETS = {
+    "avx2": ["avx2"],
     "avxvnni": ["avxvnni"],
     "avx512vnni": ["avx512vnni"],
     "spr": ["avxvnni", "avx512vnni"],
 }
 TESTS = ["oracle", "golden", "props"]
+# what each set runs: the avx2 set only the decline path (its kernels run natively on any AVX2 host)
+RUNS = {cpu: [(t, []) for t in TESTS] + [("abi_smoke", [])] for cpu in SETS}
+RUNS["avx2"] = [("oracle", ["decline_without_simd", "best_level_choice"]), ("abi_smoke", [])]
+
+
+def host_levels() -> list[str]:
+    """The x86 kernel levels this CPU runs, from /proc/cpuinfo (as the library requires them)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    avx2 = {"avx2", "fma", "f16c"} <= flags
+    levels = ["avx2"] if avx2 else []
+    if avx2 and "avx_vnni" in flags:
+        levels.append("avxvnni")
+    if avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        levels.append("avx512vnni")
+    return levels
+
+
+def default_sets(native: list[str]) -> list[str]:
+    """avx2 (the decline path) always; then the sets of the VNNI levels this CPU lacks."""
+    lacks = [lv for lv in ("avxvnni", "avx512vnni") if lv not in native]
+    if len(lacks) == 2:
+        return ["avx2", "avxvnni", "avx512vnni", "spr"]
+    return ["avx2"] + lacks
 
 
 def sh(cmd, **kw):
@@ -54,16 +92,27 @@ def build(target_dir: Path) -> dict:
                           *[a for t in TESTS for a in ("--test", t)]],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     bins = {}
+    staticlibs = []
     for line in out.splitlines():
         try:
             m = json.loads(line)
         except ValueError:
             continue
-        if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        if m.get("reason") != "compiler-artifact":
+            continue
+        if m.get("profile", {}).get("test") and m.get("executable"):
             bins[m["target"]["name"]] = Path(m["executable"])
-    sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
-       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    lib = target_dir / TARGET / "release" / "libggml_t2p.a"
+        elif m.get("package_id", "").find("ggml-t2p") >= 0 and "staticlib" in m["target"].get("kind", []):
+            staticlibs += m.get("filenames", [])
+    # the staticlib of that same build (cargo names it among the library's artifacts); a separate
+    # `cargo build --lib` would compile the crate again (other dependency features without tests)
+    libs = [Path(f) for f in staticlibs if f.endswith(".a")]
+    if libs:
+        lib = libs[-1]
+    else:
+        sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
+           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lib = target_dir / TARGET / "release" / "libggml_t2p.a"
     smoke = target_dir / "abi_smoke-static"
     # (glibc warns that a static binary's getaddrinfo/getpwuid_r need its shared libraries at run
     # time; the library never calls them, so the link's stderr is shown only on failure)
@@ -81,35 +130,51 @@ def build(target_dir: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS), help="CPU sets (default: all)")
+    ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=None,
+                    help="CPU sets (default: avx2 plus the sets of the VNNI levels this CPU lacks)")
+    ap.add_argument("--self-test", action="store_true",
+                    help="first run tools/x86-emu.py --self-test for the same sets (the emulator's own check)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per emulated run (default 1800)")
     ap.add_argument("--golden", type=Path, default=None,
-                    help="golden vector directory (default $GGML_T2P_GOLDEN_DIR or ../shared/golden)")
+                    help="golden vector directory (default $GGML_T2P_GOLDEN_DIR or tests/golden)")
     args = ap.parse_args()
 
-    golden = args.golden or Path(os.environ.get("GGML_T2P_GOLDEN_DIR", ROOT.parent / "shared" / "golden"))
+    golden = args.golden or Path(os.environ.get("GGML_T2P_GOLDEN_DIR") or ROOT / "tests" / "golden")
     if not golden.is_dir():
         print(f"x86-emu-test: golden vector directory {golden} is missing", file=sys.stderr)
         return 1
+    native = host_levels()
+    sets = args.sets or default_sets(native)
+    print(f"x86-emu-test: this CPU runs natively (/proc/cpuinfo): {' '.join(native) or 'no x86 SIMD level'}; "
+          f"emulated sets: {' '.join(sets)}", flush=True)
+    emu = [sys.executable, str(ROOT / "tools" / "x86-emu.py")]
+    if args.self_test:
+        t0 = time.time()
+        r = subprocess.run(emu + ["--self-test", "--sets", *sets])
+        print(f"x86-emu-test: emulator self-test {'PASS' if r.returncode == 0 else 'FAIL'} ({time.time() - t0:.0f} s)",
+              flush=True)
+        if r.returncode != 0:
+            return 1
+    t0 = time.time()
     bins = build(ROOT / "target" / "static")
+    print(f"x86-emu-test: static build {time.time() - t0:.0f} s", flush=True)
     logs = ROOT / "target" / "x86-emu-test"
     logs.mkdir(parents=True, exist_ok=True)
-    emu = [sys.executable, str(ROOT / "tools" / "x86-emu.py")]
     failed = 0
-    for cpu in args.sets:
+    for cpu in sets:
         levels = ",".join(SETS[cpu])
         log = logs / f"{cpu}.log"
         t0 = time.time()
         ok = True
         lines = []
         with log.open("w") as f:
-            for name in TESTS + ["abi_smoke"]:
+            for name, filters in RUNS[cpu]:
                 cmd = emu + ["--cpu", cpu, "--timeout", str(args.timeout), "--env", f"GGML_T2P_TEST_LEVELS={levels}"]
                 if name == "golden":
                     cmd += ["--file", f"{golden}:golden", "--env", "GGML_T2P_GOLDEN_DIR=/work/golden"]
                 cmd += ["--", str(bins[name])]
                 if name != "abi_smoke":
-                    cmd += ["--nocapture", "--test-threads=1"]
+                    cmd += ["--nocapture", "--test-threads=1", *filters]
                 f.write(f"=== {name}: {' '.join(cmd)}\n")
                 f.flush()
                 r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -123,13 +188,19 @@ def main() -> int:
                         fails += 1
                         if fails > 3:
                             continue
-                    keys = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "panicked")
+                    keys = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU",
+                            "panicked")
                     if any(k in l for k in keys) or "test result" in l or l.startswith("FAIL"):
                         lines.append(l[l.index("...") + 4:] if l.startswith("test ") and "..." in l else l)
         failed += not ok
-        print(f"x86-emu-test: {cpu:11} {'PASS' if ok else 'FAIL'}  levels {levels}  ({time.time() - t0:.0f} s, log {log})")
+        what = "decline path" if cpu == "avx2" else "levels"
+        print(f"x86-emu-test: {cpu:11} {'PASS' if ok else 'FAIL'}  {what} {levels}  ({time.time() - t0:.0f} s, log {log})",
+              flush=True)
         for l in lines:
             print(f"    {l}")
+    emulated = sorted({lv for cpu in sets if cpu != "avx2" for lv in SETS[cpu]})
+    print(f"x86-emu-test: emulated: levels {' '.join(emulated) or 'none (this CPU has them all)'}"
+          f"{'; AVX2-only decline path' if 'avx2' in sets else ''} (sets {' '.join(sets)})")
     return 1 if failed else 0
 
 

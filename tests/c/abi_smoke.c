@@ -4,6 +4,11 @@
  * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
  * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),
  * and checks the error codes. Exit status 0 when every check passed.
+ *
+ * Which levels the CPU has is found here, independently of the library (cpuid and xgetbv on
+ * x86-64, the kernel's HWCAPs on aarch64 Linux): every level the CPU has must be accepted and run
+ * on its layout, every level it lacks must be refused (the decline path), and the library's own
+ * choice must be one the CPU has (none only on a CPU without a SIMD level).
  */
 #include "ggml_t2p.h"
 
@@ -23,6 +28,63 @@ typedef struct { uint16_t d; uint8_t qs[32]; } pq2_0_block;   /* 34 bytes */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } q8_k_block; /* 292 bytes */
 
 static int checks = 0, failures = 0;
+
+/* cpu_has[kernel id]: 1 the CPU runs that level, 0 it does not, -1 this program cannot tell here */
+static int cpu_has[7] = { -1, 1, -1, -1, -1, -1, -1 };
+static const char * cpu_source = "unknown on this platform: levels not checked against the CPU";
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+static void detect_cpu(void) {
+    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0;
+    unsigned long long xcr0 = 0;
+    __cpuid(0, a, b, c, d);
+    const unsigned max_leaf = a;
+    __cpuid(1, a, b, c, d);
+    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (osxsave) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((unsigned long long) hi << 32) | lo;
+    }
+    if (max_leaf >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        b7 = b;
+        c7 = c;
+        if (a >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            a71 = a;
+        }
+    }
+    const int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6; /* OS saves ymm / zmm state */
+    const int avx2 = avx && ymm && fma && f16c && ((b7 >> 5) & 1);
+    cpu_has[GGML_T2P_KERNEL_DOTPROD] = cpu_has[GGML_T2P_KERNEL_I8MM] = 0;
+    cpu_has[GGML_T2P_KERNEL_AVX2]    = avx2;
+    cpu_has[GGML_T2P_KERNEL_AVXVNNI] = avx2 && ((a71 >> 4) & 1);
+    cpu_has[GGML_T2P_KERNEL_AVX512VNNI] =
+        avx2 && zmm && ((b7 >> 16) & 1) && ((b7 >> 30) & 1) && ((b7 >> 31) & 1) && ((c7 >> 11) & 1);
+    cpu_source = "cpuid + xgetbv";
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+static void detect_cpu(void) {
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    const int asimd = (hw >> 1) & 1, dp = (hw >> 20) & 1, i8mm = (hw2 >> 13) & 1; /* HWCAP_ASIMD(DP), HWCAP2_I8MM */
+    cpu_has[GGML_T2P_KERNEL_AVX2] = cpu_has[GGML_T2P_KERNEL_AVXVNNI] = cpu_has[GGML_T2P_KERNEL_AVX512VNNI] = 0;
+    cpu_has[GGML_T2P_KERNEL_DOTPROD] = asimd && dp;
+    cpu_has[GGML_T2P_KERNEL_I8MM]    = asimd && dp && i8mm;
+    cpu_source = "AT_HWCAP/AT_HWCAP2";
+}
+#else
+static void detect_cpu(void) {}
+#endif
+
+/* the layout a kernel level runs PQ2_0 weights on (the reference level: every layout) */
+static int level_runs(int level, int layout) {
+    if (level == GGML_T2P_KERNEL_DOTPROD || level == GGML_T2P_KERNEL_I8MM) return layout == GGML_T2P_LAYOUT_T2P;
+    if (level >= GGML_T2P_KERNEL_AVX2) return layout == GGML_T2P_LAYOUT_X16;
+    return 1;
+}
 
 #define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
 
@@ -65,11 +127,23 @@ int main(void) {
     _Static_assert(sizeof(pq2_0_block) == 34, "pq2_0 block");
     _Static_assert(sizeof(q8_k_block) == 292, "q8_k block");
 
+    detect_cpu();
     int32_t best = ggml_t2p_best_kernel();
     printf("ggml-t2p %s, abi %u (header %d), cpu features 0x%x, best kernel %s\n", ggml_t2p_version(),
            ggml_t2p_abi_version(), GGML_T2P_ABI_VERSION, ggml_t2p_cpu_features(),
            best ? ggml_t2p_kernel_name(best) : "none (callers decline)");
     CHECK(ggml_t2p_abi_version() == GGML_T2P_ABI_VERSION, "abi version");
+    int any_simd = 0, known = cpu_has[GGML_T2P_KERNEL_AVX2] >= 0;
+    printf("this CPU (%s) must run:", cpu_source);
+    for (int lv = GGML_T2P_KERNEL_REF; lv <= GGML_T2P_KERNEL_AVX512VNNI; lv++) {
+        if (cpu_has[lv] == 1) printf(" %s", ggml_t2p_kernel_name(lv));
+        any_simd |= lv != GGML_T2P_KERNEL_REF && cpu_has[lv] == 1;
+    }
+    printf("%s\n", known ? "" : " (and what the library finds)");
+    if (known) {
+        CHECK(any_simd ? best != 0 && cpu_has[best] == 1 : best == 0, "the library's best kernel %d (%s) is not one this CPU has",
+              best, best ? ggml_t2p_kernel_name(best) : "none");
+    }
 
     for (int i = 0; i < NROWS * NB; i++) {
         w[i].d = (uint16_t)(0x2000 + rnd() % 0x1000); /* positive fp16 around 2^-7 */
@@ -107,7 +181,7 @@ int main(void) {
     int layouts[] = { GGML_T2P_LAYOUT_T2P, GGML_T2P_LAYOUT_X16 };
     int levels[] = { GGML_T2P_KERNEL_REF, GGML_T2P_KERNEL_DOTPROD, GGML_T2P_KERNEL_I8MM, GGML_T2P_KERNEL_AVX2,
                      GGML_T2P_KERNEL_AVXVNNI, GGML_T2P_KERNEL_AVX512VNNI, GGML_T2P_KERNEL_AUTO };
-    int runs = 0;
+    int runs = 0, ran[7] = { 0 }; /* ran[level]: bit li set when it ran on layouts[li] */
     for (int li = 0; li < 2; li++) {
         int lay = layouts[li];
         int64_t tile = 0;
@@ -122,8 +196,14 @@ int main(void) {
         for (int l = 0; l < 7; l++) {
             int lv = levels[l];
             int st = ggml_t2p_supports(GGML_T2P_TYPE_PQ2_0, lay, lv, NROWS, K);
-            int avail = lv == GGML_T2P_KERNEL_REF || (lv == GGML_T2P_KERNEL_AUTO ? (best != 0 && native == lay)
-                                                                                 : (ggml_t2p_cpu_features() != 0 && st == GGML_T2P_OK));
+            /* must run: the reference level everywhere; a SIMD level where the CPU has it (found
+             * above, not asked of the library) and it runs this layout; auto on the layout the
+             * library chose for this CPU */
+            int avail = lv == GGML_T2P_KERNEL_AUTO ? (best != 0 && native == lay)
+                        : cpu_has[lv] < 0          ? st == GGML_T2P_OK /* cannot tell on this platform */
+                                                   : cpu_has[lv] == 1 && level_runs(lv, lay);
+            CHECK(avail == (st == GGML_T2P_OK), "%s on %s: the CPU %s it but the library says %s", ggml_t2p_kernel_name(lv),
+                  ggml_t2p_layout_name(lay), avail ? "runs" : "cannot run", ggml_t2p_status_string(st));
             size_t asize1 = 0, asize = 0;
             int st1 = ggml_t2p_act_packed_size(lay, lv, K, 1, &asize1);
             if (st != GGML_T2P_OK) {
@@ -131,7 +211,6 @@ int main(void) {
                 CHECK(st1 == GGML_T2P_ERR_UNSUPPORTED, "act size for an unsupported kernel: %d", st1);
                 continue;
             }
-            CHECK(avail, "%s on %s supported", ggml_t2p_kernel_name(lv), ggml_t2p_layout_name(lay));
             CHECK(st1 == GGML_T2P_OK, "act size 1: %s", ggml_t2p_status_string(st1));
             CHECK(ggml_t2p_act_packed_size(lay, lv, K, NCOLS, &asize) == GGML_T2P_OK, "act size");
             void * a1 = aligned_alloc(64, asize1 + 64), * an = aligned_alloc(64, asize + 64);
@@ -184,11 +263,23 @@ int main(void) {
             CHECK(ggml_t2p_act_pack(lay, lv, K, NCOLS, 0, 0, NQ, NULL, NQ * sizeof(q8_k_block), an, asize) == GGML_T2P_ERR_NULL, "pack null q8k");
             free(a1);
             free(an);
+            if (lv != GGML_T2P_KERNEL_AUTO) ran[lv] |= 1 << li;
             runs++;
         }
         free(packed);
     }
-    printf("c abi smoke: %d (layout, kernel) runs\n", runs);
+    printf("c abi smoke: %d (layout, kernel) runs; levels run:", runs);
+    for (int lv = GGML_T2P_KERNEL_REF; lv <= GGML_T2P_KERNEL_AVX512VNNI; lv++) {
+        if (ran[lv]) printf(" %s", ggml_t2p_kernel_name(lv));
+    }
+    printf("\n");
+    /* every level the CPU has ran on each layout it serves */
+    for (int lv = GGML_T2P_KERNEL_REF; lv <= GGML_T2P_KERNEL_AVX512VNNI; lv++) {
+        for (int li = 0; li < 2; li++) {
+            if (cpu_has[lv] == 1 && level_runs(lv, layouts[li]))
+                CHECK(ran[lv] & (1 << li), "%s did not run on %s", ggml_t2p_kernel_name(lv), ggml_t2p_layout_name(layouts[li]));
+        }
+    }
 
     size_t wsize = 0, s;
     CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, NROWS, K, &wsize) == GGML_T2P_OK, "size");

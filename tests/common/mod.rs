@@ -9,11 +9,12 @@ use ggml_t2p::KernelLevel;
 use half::f16;
 use std::path::PathBuf;
 
-/// `$GGML_T2P_GOLDEN_DIR`, else `../shared/golden` beside the repo root. Missing is a failure.
+/// The golden vectors: `tests/golden/` of this repository, or `$GGML_T2P_GOLDEN_DIR` when set
+/// (another copy, e.g. inside an emulator). Missing is a failure.
 pub fn golden_dir() -> PathBuf {
     let dir = match std::env::var_os("GGML_T2P_GOLDEN_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"),
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
     };
     assert!(dir.is_dir(), "golden vector directory {} is missing (set GGML_T2P_GOLDEN_DIR)", dir.display());
     dir
