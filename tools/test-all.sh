@@ -2,21 +2,23 @@
 # The project's test command (README.md; .ci/run calls it with --require-all): installs what is
 # missing, runs the host test suite (every kernel level this CPU has, natively; the bindgen ABI
 # check; the C programs), rustfmt and clippy (also for Windows and macOS targets), checks that the
-# benchmarks and tools build, runs the tool tests, then the x86-64 levels this CPU lacks under an
-# emulator and the aarch64 build under qemu. Every stage prints its time; a stage that cannot run
+# benchmarks and tools build, runs the tool tests, the C programs built for Windows (MinGW-w64) under
+# Wine, then the x86-64 levels this CPU lacks under an emulator and the aarch64 build under qemu. Every stage prints its time; a stage that cannot run
 # says "SKIP: <stage>: <reason>"; the summary lists every stage and which kernel levels ran natively
 # and which emulated.
 set -eEuo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: tools/test-all.sh [--no-install] [--host-only] [--no-x86-emu] [--require-all]
+usage: tools/test-all.sh [--no-install] [--host-only] [--no-x86-emu] [--no-windows] [--require-all]
 
   --no-install   fail instead of installing missing packages (apt-get, rustup targets)
-  --host-only    skip the aarch64 qemu runs and the emulated x86 levels
+  --host-only    skip the aarch64 qemu runs, the emulated x86 levels and the Windows build
   --no-x86-emu   skip the x86-64 levels this CPU lacks (run under Bochs)
+  --no-windows   skip the MinGW-w64 Windows build of the C programs run under Wine
   --require-all  fail when a required stage was skipped (rustfmt, clippy, the other targets'
-                 clippy, the emulated x86 levels, qemu); on by default when CI=true
+                 clippy, the Windows build under Wine, the emulated x86 levels, qemu);
+                 on by default when CI=true
   -h, --help     this text
 
 Environment: GGML_T2P_GOLDEN_DIR (golden vectors; default tests/golden of this checkout),
@@ -27,13 +29,15 @@ USAGE
 INSTALL=1
 QEMU=1
 X86EMU=1
+WINDOWS=1
 REQUIRE_ALL=0
 [ "${CI:-}" = true ] && REQUIRE_ALL=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) INSTALL=0; shift ;;
-    --host-only) QEMU=0; X86EMU=0; shift ;;
+    --host-only) QEMU=0; X86EMU=0; WINDOWS=0; shift ;;
     --no-x86-emu) X86EMU=0; shift ;;
+    --no-windows) WINDOWS=0; shift ;;
     --require-all) REQUIRE_ALL=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test-all: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -170,11 +174,13 @@ done
 for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; false; }; done
 pass
 
-begin "ppl-check verdict (tests/test_ppl_check.py)"
+begin "ppl-check verdict, tools and peers (tests/test_ppl_check.py, test_tools.py, test_peers.py)"
 PYTHONDONTWRITEBYTECODE=1 python3 tests/test_ppl_check.py
+PYTHONDONTWRITEBYTECODE=1 python3 tests/test_tools.py
+PYTHONDONTWRITEBYTECODE=1 python3 tests/test_peers.py
 pass
 
-begin "Q2_KT converter (tests/test_q2kt.py: numpy + gguf==0.19.0)"
+begin "Q2_KT converter and synthetic models (tests/test_q2kt.py, test_synthetic.py: numpy + gguf==0.19.0)"
 q2kt_site=$(PYTHONDONTWRITEBYTECODE=1 python3 - "$INSTALL" <<'PY'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("make_test_model", "tools/make-test-model.py")
@@ -185,11 +191,22 @@ print(m.private_site())
 PY
 ) || { echo "test-all: numpy/gguf for the Q2_KT tests are missing" >&2; false; }
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_q2kt.py
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_synthetic.py
 pass
 
 begin "CMake fragment under mock Windows (MSVC, clang-cl) and macOS toolchains"
 cmake -DWORK="$ROOT/target/cmake-tests" -P ggml-glue/cmake-tests/run.cmake
 pass
+
+if [ "$WINDOWS" = 0 ]; then
+  skip "Windows: MinGW-w64 x86-64 build run under Wine" 1 "--no-windows or --host-only given"
+elif [ "$(uname -m)" != x86_64 ] || [ "$(uname -s)" != Linux ]; then
+  skip "Windows: MinGW-w64 x86-64 build run under Wine" 1 "not an x86-64 Linux host ($(uname -s) $(uname -m))"
+else
+  begin "Windows: MinGW-w64 x86-64 build of the C programs, run under Wine (tools/windows-test.py)"
+  python3 tools/windows-test.py $([ "$INSTALL" = 1 ] || echo --no-install)
+  pass
+fi
 
 if [ "$X86EMU" = 0 ]; then
   skip "x86-64 levels this CPU lacks, under Bochs" 1 "--no-x86-emu or --host-only given"

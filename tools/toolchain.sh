@@ -48,6 +48,7 @@ ensure_host_toolchain() {
     missing+=(rustc-web cargo-web)
   fi
   command -v cc >/dev/null || missing+=(gcc)
+  command -v gdb >/dev/null || missing+=(gdb)   # tools name the function a crashed run died in
   have_libclang || missing+=(libclang-dev)
   mapfile -t -O "${#missing[@]}" missing < <(build_tools_missing)
   if [ "${#missing[@]}" -gt 0 ]; then
