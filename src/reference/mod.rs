@@ -1,7 +1,7 @@
 //! The scalar reference: the definitions every kernel in this crate must equal bit for bit.
 //!
 //! These functions follow the fork's reference C code (NOTES.md §1-§2; the golden vectors in
-//! `shared/golden/` were produced by that code and are checked against these in `tests/golden.rs`).
+//! `tests/golden/` (see its README) were produced by that code and are checked against these in `tests/golden.rs`).
 //! They favour obviousness over speed and work on the original (not repacked) formats.
 
 use crate::format::{BlockPq2_0, BlockPtq1_0, BlockQ8K, QK, QK_K};
