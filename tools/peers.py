@@ -346,11 +346,7 @@ def parser():
 
 
 def parse(argv):
-    argv, extra = tc.split_extra(argv)
-    ap = parser()
-    args = ap.parse_args(argv)
-    args.extra = extra
-    return ap, args
+    return tc.parse_with_extra(parser(), argv)
 
 
 def run(argv):

@@ -86,12 +86,7 @@ def parser():
 
 
 def parse(argv):
-    argv, extra = tc.split_extra(argv)
-    argv = tc.glue_values(argv, ("--a-env", "--b-env", "--a-args", "--b-args", "--runner"))
-    ap = parser()
-    args = ap.parse_args(argv)
-    args.extra = extra
-    return ap, args
+    return tc.parse_with_extra(parser(), argv, ("--a-env", "--b-env", "--a-args", "--b-args", "--runner"))
 
 
 def first_difference(a, b):

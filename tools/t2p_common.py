@@ -683,6 +683,15 @@ def split_extra(argv):
     return argv, []
 
 
+def parse_with_extra(ap, argv, glued=()):
+    """(ap, args) for a tool whose arguments after "--" go to every run (args.extra); the options in
+    glued take values that may look like options themselves (see glue_values)."""
+    argv, extra = split_extra(argv)
+    args = ap.parse_args(glue_values(argv, glued))
+    args.extra = extra
+    return ap, args
+
+
 def glue_values(argv, names):
     """argv with "NAME VALUE" turned into "NAME=VALUE" for the options in names, so that a value that
     looks like an option itself ("-t 1", "-ub 1") reaches argparse as that option's value."""
