@@ -18,6 +18,12 @@ use ggml_t2p::repack::{repack_pq2_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{kernels, Activations, CpuFeatures, KernelLevel, PackedWeights};
 use half::f16;
 
+/// A bad command line: the reason and the usage on stderr, exit status 2.
+fn usage_error(usage: &str, why: &str) -> ! {
+    eprintln!("levels: {why}\n{usage}");
+    std::process::exit(2)
+}
+
 #[cfg(target_os = "linux")]
 fn cpu_ns() -> u64 {
     #[repr(C)]
@@ -56,20 +62,25 @@ impl Rng {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: cargo run --release --example levels -- [--reps N] [--quick]");
-        println!("  --reps N   timed batches per level and case (default 9)");
-        println!("  --quick    one shape (4096x4096) instead of three");
-        return;
+    const USAGE: &str = "usage: cargo run --release --example levels -- [--reps N] [--quick]\n  \
+         --reps N   timed batches per level and case (N >= 1, default 9)\n  \
+         --quick    one shape (4096x4096) instead of three";
+    let (mut reps, mut quick) = (9usize, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            "--quick" => quick = true,
+            "--reps" => match args.next().and_then(|v| v.parse::<usize>().ok()).filter(|&n| n >= 1) {
+                Some(n) => reps = n,
+                None => usage_error(USAGE, "--reps takes a whole number of 1 or more"),
+            },
+            other => usage_error(USAGE, &format!("unknown argument {other}")),
+        }
     }
-    let reps: usize = args
-        .iter()
-        .position(|a| a == "--reps")
-        .map(|i| args.get(i + 1).and_then(|v| v.parse().ok()).expect("--reps takes a positive number"))
-        .unwrap_or(9)
-        .max(1);
-    let quick = args.iter().any(|a| a == "--quick");
     let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni, KernelLevel::Amx]
         .into_iter()
         .filter(|l| l.is_available())

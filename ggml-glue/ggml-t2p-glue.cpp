@@ -139,12 +139,12 @@ t2p_config make_config() {
     }
 
     // GGML_T2P_KERNEL: auto (default) or a level name the library knows (ref, dotprod, i8mm, avx2,
-    // avxvnni, avx512vnni).
+    // avxvnni, avx512vnni, amx; lower case).
     int32_t requested = GGML_T2P_KERNEL_AUTO;
     if (const char * v = env_value("GGML_T2P_KERNEL")) {
         if (ggml_t2p_kernel_from_name(v, &requested) != GGML_T2P_OK) {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_KERNEL=%s (expected auto, ref, dotprod, i8mm, avx2, avxvnni or "
-                          "avx512vnni), using auto\n", v);
+            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_KERNEL=%s (expected auto, ref, dotprod, i8mm, avx2, avxvnni, "
+                          "avx512vnni or amx, lower case), using auto\n", v);
             requested = GGML_T2P_KERNEL_AUTO;
         }
     }

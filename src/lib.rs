@@ -87,7 +87,7 @@ impl Error {
     pub(crate) fn message_c(self) -> &'static str {
         match self {
             Error::Null => "null pointer\0",
-            Error::Shape => "unsupported shape (k must be a multiple of 128, rows a multiple of 4)\0",
+            Error::Shape => "unsupported shape (k: 128s, rows: 4s; quantized rows: 256s)\0",
             Error::BufferSize => "buffer too small for the shape\0",
             Error::Misaligned => "buffer not aligned for its block type\0",
             Error::Range => "row range out of bounds or not on the layout's row tile (4 rows, 16 for X16)\0",

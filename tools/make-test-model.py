@@ -838,8 +838,8 @@ def main():
         ap.error("--tokenizer-from and --embed-type go with --synthetic")
     if args.synthetic and args.tokenizer_from and not os.path.isfile(args.tokenizer_from):
         ap.error(f"--tokenizer-from: no such file: {args.tokenizer_from}")
-    if args.output and os.path.isdir(args.output):
-        ap.error(f"--output is a folder: {args.output}")
+    if args.output:
+        tc.out_file_arg(ap, "--output", args.output)   # a folder, or a folder that is missing/unwritable
     try:
         re.compile(args.tensors)
     except re.error as e:
