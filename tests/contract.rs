@@ -12,36 +12,8 @@ use ggml_t2p::repack::{self, repacked_blocks, Layout, SourceType};
 use ggml_t2p::{kernels, Activations, Error, KernelLevel, PackedWeights};
 use half::f16;
 
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
-/// Every level this machine runs, as tests/common's `levels()` (`GGML_T2P_TEST_LEVELS=a,b`
-/// narrows it for slow emulators; a named level the CPU lacks is a failure).
-fn levels() -> Vec<KernelLevel> {
-    match std::env::var("GGML_T2P_TEST_LEVELS") {
-        Ok(names) if !names.is_empty() => names
-            .split(',')
-            .map(|n| {
-                let l = KernelLevel::from_name(n.trim()).unwrap_or_else(|| panic!("unknown level {n}"));
-                assert!(l.is_available(), "GGML_T2P_TEST_LEVELS: this CPU cannot run {n}");
-                l
-            })
-            .collect(),
-        _ => KernelLevel::ALL.into_iter().filter(|l| l.is_available()).collect(),
-    }
-}
+mod common;
+use common::{levels, Rng};
 
 /// A source matrix of either type, row major.
 #[derive(Clone)]
