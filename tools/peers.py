@@ -154,35 +154,18 @@ def run_build(cmd, log):
     return rc == 0
 
 
-def fork_binaries(args):
-    build = args.llama_build or os.path.join(args.llama, "build-t2p")
+def built_binaries(args, build, log, configure):
+    """{name: path} of llama-bench and llama-quantize in the build folder BUILD, building the missing
+    ones with --build (configuring first with the command CONFIGURE, or, where that is a string,
+    refusing with it as the reason when the folder is not configured); None when any is missing."""
     got = {n: tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")}
     missing = [n for n, p in got.items() if not p]
     if missing and args.build:
         if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
-            tc.say(TOOL, f"{build} is not configured: run tools/t2p.py --llama {args.llama} first")
-            return None
-        if not run_build(["cmake", "--build", build, "--config", "Release", "-j", str(args.jobs),
-                          "--target"] + missing, os.path.join(build, "peers-build.log")):
-            return None
-        got = {n: tc.find_built_binary(build, n) for n in got}
-        missing = [n for n, p in got.items() if not p]
-    if missing:
-        tc.say(TOOL, f"not built in {build}: {', '.join(missing)} (--build builds them)")
-        return None
-    return got
-
-
-def ik_binaries(args):
-    build = args.ik_build or os.path.join(args.ik, "build-peers")
-    got = {n: tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")}
-    missing = [n for n, p in got.items() if not p]
-    if missing and args.build:
-        log = os.path.join(os.path.abspath(args.out_dir), "ik-build.log")
-        if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
-            if not run_build(["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                              "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
-                              "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF"], log):
+            if isinstance(configure, str):
+                tc.say(TOOL, configure)
+                return None
+            if not run_build(configure, log):
                 return None
         if not run_build(["cmake", "--build", build, "--config", "Release", "-j", str(args.jobs),
                           "--target"] + missing, log):
@@ -193,6 +176,20 @@ def ik_binaries(args):
         tc.say(TOOL, f"not built in {build}: {', '.join(missing)} (--build builds them)")
         return None
     return got
+
+
+def fork_binaries(args):
+    build = args.llama_build or os.path.join(args.llama, "build-t2p")
+    return built_binaries(args, build, os.path.join(build, "peers-build.log"),
+                          f"{build} is not configured: run tools/t2p.py --llama {args.llama} first")
+
+
+def ik_binaries(args):
+    build = args.ik_build or os.path.join(args.ik, "build-peers")
+    return built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "ik-build.log"),
+                          ["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                           "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
+                           "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF"])
 
 
 def cpu_levels():

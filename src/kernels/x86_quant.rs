@@ -157,8 +157,9 @@ unsafe fn block_avx512<const FUSED: bool>(x: *const f32, yb: &mut BlockQ8K) {
     // 256 bytes of qs and 32 bytes of bsums, unaligned stores.
     unsafe {
         let ld = |i: usize| _mm512_loadu_ps(x.add(16 * i));
-        let abs = |i: usize| _mm512_abs_ps(ld(i)); // AVX-512 F (`vandps` on zmm would need DQ)
-                                                   // 1. amax over 16 vectors, 4 chains; NaN lanes keep the accumulator (second operand).
+        // AVX-512 F's vpandd form (`vandps` on zmm would need DQ)
+        let abs = |i: usize| _mm512_abs_ps(ld(i));
+        // 1. amax over 16 vectors, 4 chains; NaN lanes keep the accumulator (second operand).
         let mut acc = [_mm512_setzero_ps(); 4];
         for i in 0..16 {
             acc[i % 4] = _mm512_max_ps(abs(i), acc[i % 4]);
