@@ -1,18 +1,22 @@
 //! Kernel microbenchmarks (criterion). Throughput is reported in weight bytes and in weights
 //! (elements; for gemm, weights x columns, i.e. multiply-adds). `tools/bench-report.py` turns a
-//! run's results into one table, gemv as a share of the read bandwidth measured in the same run.
+//! run's results into one table, gemv as a share of the read bandwidth and gemm as a share of its
+//! level's issue limit, both measured in the same run.
 //!
 //! - `call/*`: per-call overhead: `CpuFeatures::detect` and the smallest gemv (one row tile).
 //! - `read_bw/*`: the machine's plain read bandwidth (a sum over 256 MiB), 1 thread and all
 //!   threads: the ceiling a DRAM-streamed gemv is held against.
+//! - `issue_limit/*`: the peak MAC rate of each level's instruction (`vpdpbusd` zmm, AVX-VNNI
+//!   `vpdpbusd` ymm, `vpmaddubsw` ymm, AMX `tdpbssd`) on this machine, where the CPU has it, 1
+//!   thread and all threads: the ceiling each level's gemm is held against.
 //! - `repack/*`: PQ2_0 -> T2P, PQ2_0 -> X16, PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 on a 17408 x 5120
 //!   matrix, with 1 thread and with all threads (portable: runs everywhere).
 //! - `reference/*`: the scalar `_generic` kernels (portable; the slow exact twin).
 //! - `quantize/*`: Q8_K activation quantization of a 4096- and a 17408-value row, the reference
 //!   quantizer and the SIMD one of each level this CPU has, both roundings.
 //! - With a SIMD level (aarch64: dotprod/i8mm on T2P; x86-64: AVX2/AVX-VNNI/AVX-512 VNNI on X16),
-//!   for every level this CPU has: `gemv_dram/*` (32768 x 8192, 71 MB of weights streamed from
-//!   DRAM, the seeds' test), `gemv/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
+//!   for every level this CPU has: `gemv_dram/*` (131072 x 32768, 1.14 GB of weights streamed
+//!   from DRAM), `gemv/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
 //!   5120 x 17408, 17408 x 5120, 5120 x 6144, 6144 x 5120), gemv on 1 thread and on all threads,
 //!   gemm on all threads; and (aarch64) `ptq1_0/*` native vs via T2P.
 //!
@@ -169,6 +173,31 @@ fn bench_read_bw(c: &mut Criterion) {
     g.finish();
 }
 
+/// Issue limits: the peak MAC rate of `vpdpbusd` zmm / ymm (VEX), `vpmaddubsw` ymm and AMX
+/// `tdpbssd` on this machine (`ggml_t2p::kernels::peak`), 1 thread and all threads, so that
+/// `tools/bench-report.py` can give each gemm as a share of its level's limit from the same run.
+fn bench_issue_limit(c: &mut Criterion) {
+    use ggml_t2p::kernels::peak::Probe;
+    let mut g = c.benchmark_group("issue_limit");
+    g.sample_size(20);
+    for probe in Probe::ALL {
+        if !probe.is_available() {
+            eprintln!("issue_limit/{}: not on this CPU", probe.name());
+            continue;
+        }
+        // about 1 ms per call at 100 GMAC/s on one thread
+        let iters = 100_000_000 / probe.macs_per_round();
+        for t in thread_counts() {
+            let p = pool(t);
+            g.throughput(Throughput::Elements(t as u64 * iters * probe.macs_per_round()));
+            g.bench_function(BenchmarkId::new(probe.name(), format!("{}_{t}t", probe.level().name())), |b| {
+                b.iter(|| p.broadcast(|_| probe.run(iters).expect("probe available")))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn bench_repack(c: &mut Criterion) {
     let (n_rows, k) = (17408, 5120);
     let src = pq2_0(n_rows, k);
@@ -309,9 +338,10 @@ fn bench_simd(c: &mut Criterion) {
         v
     };
 
-    // the seeds' DRAM test: 32768 x 8192, 71 MB of weights
+    // from DRAM: 131072 x 32768, 1.14 GB of weights (X16), well beyond any last-level cache
+    // (the seeds' 71 MB test fits in the L3 of large server parts)
     {
-        let (n_rows, k) = (32768, 8192);
+        let (n_rows, k) = (131072, 32768);
         let mut g = c.benchmark_group("gemv_dram");
         g.sample_size(20);
         for &layout in &layouts {
@@ -381,5 +411,14 @@ fn bench_ptq1_0(_: &mut Criterion, _: &[(KernelLevel, Layout)]) {
     let _ = (ptq1_0 as fn(usize, usize) -> Vec<BlockPtq1_0>, BlockPq2_0::default());
 }
 
-criterion_group!(benches, bench_call, bench_quantize, bench_read_bw, bench_repack, bench_reference, bench_simd);
+criterion_group!(
+    benches,
+    bench_call,
+    bench_quantize,
+    bench_read_bw,
+    bench_issue_limit,
+    bench_repack,
+    bench_reference,
+    bench_simd
+);
 criterion_main!(benches);

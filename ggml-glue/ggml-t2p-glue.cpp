@@ -166,6 +166,21 @@ t2p_config make_config() {
     } else {
         cfg.kernel = requested;
         int32_t lay = -1;
+        if (requested == GGML_T2P_KERNEL_AMX && ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
+            // AMX needs the CPU's AMX-INT8 and, on Linux, the tile-data permission, which a container
+            // or seccomp policy may refuse; the library asked once and was told no. The VNNI levels
+            // need neither: run the best of them instead of handing the weights back to stock.
+            const int32_t best = ggml_t2p_best_kernel();
+            if (best == 0) {
+                GGML_LOG_WARN("ggml-t2p: declining: GGML_T2P_KERNEL=amx is not usable here and this CPU has no other "
+                              "level\n");
+                return cfg;
+            }
+            GGML_LOG_WARN("ggml-t2p: GGML_T2P_KERNEL=amx is not usable here (the CPU lacks AMX-INT8, the OS does not "
+                          "enable the tile state, or it refused the tile-data permission); using %s\n",
+                          ggml_t2p_kernel_name(best));
+            cfg.kernel = requested = best;
+        }
         if (ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
             // An explicit level the OS cannot confirm (Windows on ARM before its i8mm flag) is the
             // user's promise; one the OS reports absent is declined.

@@ -6,12 +6,16 @@ benchmark, the median time and the throughput it implies:
 
   read_bw    plain read bandwidth (GB/s), per thread count: the ceiling of a DRAM-streamed gemv
   gemv*      weight GB/s and Gweights/s, and the share of read_bw at the same thread count
-  gemm*      GMAC/s (weights x columns per second) and weight GB/s
+  gemm*      GMAC/s (weights x columns per second) and weight GB/s, and the share of its level's
+             issue limit at the same thread count
+  issue_limit  peak GMAC/s of each level's instruction: vpdpbusd zmm (avx512vnni), AVX-VNNI
+             vpdpbusd ymm (avxvnni), vpmaddubsw ymm (avx2), AMX tdpbssd (amx)
   repack     source GB/s
   reference  Gweights/s
 
 Every figure comes from the same criterion run (run `cargo bench` once, then this tool), so a
-gemv's share of the read bandwidth compares numbers measured side by side on the same machine.
+gemv's share of the read bandwidth, or a gemm's share of the issue limit, compares numbers measured
+side by side on the same machine.
 
 Usage:
   cargo bench                       # or: cargo bench -- gemv_dram read_bw
@@ -61,6 +65,12 @@ def threads_of(param: str) -> str:
     return m.group(1) if m else "?"
 
 
+def level_of(param: str) -> str:
+    """The kernel level of a parameter such as `avx512vnni_2t`."""
+    m = re.match(r"([a-z0-9]+)_\d+t$", param)
+    return m.group(1) if m else "?"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--criterion-dir", default=None, metavar="DIR",
@@ -81,9 +91,14 @@ def main() -> int:
         if r["group"] == "read_bw" and r["bytes"]:
             bw[threads_of(r["param"])] = r["bytes"] / r["ns"]  # bytes per ns = GB/s
 
-    header = ["benchmark", "threads", "median", "weight GB/s", "Gweights/s or GMAC/s", "share of read bw"]
+    peak = {}   # (level, threads) -> GMAC/s
+    for r in rows:
+        if r["group"] == "issue_limit" and r["elems"]:
+            peak[(level_of(r["param"]), threads_of(r["param"]))] = r["elems"] / r["ns"]
+
+    header = ["benchmark", "threads", "median", "weight GB/s", "Gweights/s or GMAC/s", "share of limit"]
     out = []
-    order = ["read_bw", "gemv_dram", "gemv", "gemm4", "gemm64", "reference", "repack", "ptq1_0"]
+    order = ["read_bw", "issue_limit", "gemv_dram", "gemv", "gemm4", "gemm64", "reference", "repack", "ptq1_0"]
     rows.sort(key=lambda r: (order.index(r["group"]) if r["group"] in order else 99, r["function"], r["param"]))
     for r in rows:
         name = f'{r["group"]}/{r["function"]}/{r["param"]}'
@@ -93,7 +108,10 @@ def main() -> int:
         rate = r["elems"] / r["ns"] if r["elems"] else None
         share = ""
         if r["group"].startswith("gemv") and gbs is not None and t in bw:
-            share = f"{100.0 * gbs / bw[t]:.0f}%"
+            share = f"{100.0 * gbs / bw[t]:.0f}% of read bw"
+        elif r["group"].startswith("gemm") and rate is not None and (level_of(r["param"]), t) in peak:
+            lv = level_of(r["param"])
+            share = f"{100.0 * rate / peak[(lv, t)]:.0f}% of {lv} issue"
         out.append([name, t, f"{ms:.3f} ms", f"{gbs:.2f}" if gbs else "", f"{rate:.2f}" if rate else "", share])
 
     if args.markdown:
@@ -108,6 +126,8 @@ def main() -> int:
             print("  ".join(str(x).ljust(w) for x, w in zip(o, widths)))
     if not bw:
         print("(no read_bw results in this run: shares of the read bandwidth need `cargo bench -- read_bw` too)")
+    if not peak:
+        print("(no issue_limit results in this run: gemm shares need `cargo bench -- issue_limit` too)")
     return 0
 
 

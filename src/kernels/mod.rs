@@ -32,6 +32,7 @@ pub mod dispatch;
 pub mod driver;
 pub mod features;
 pub mod operands;
+pub mod peak;
 pub mod scalar;
 
 #[cfg(target_arch = "aarch64")]
