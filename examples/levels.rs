@@ -9,7 +9,8 @@
 //!   clock or load during the run touches all of them alike.
 //! - One thread, one call at a time; each timed batch is about 20 ms of calls. Reports the best
 //!   and the median per call over the repetitions, the weights streamed per second (gemv), MACs
-//!   per second (gemm), and each level's time relative to the fastest level of its row.
+//!   per second (gemm), each level's time relative to the fastest level of its row, and for gemm
+//!   the share of the level's issue limit (`kernels::peak`, timed the same way in this process).
 //! - Every level's outputs are compared bit for bit with the first level's before timing: a
 //!   mismatch stops the run (the table is only worth something if the kernels agree).
 use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
@@ -61,11 +62,29 @@ impl Rng {
     }
 }
 
+/// A plain read of every byte of `blocks` (a sum of u64 words in 8 independent lanes, so that the
+/// adds never limit the loads): the read bandwidth a gemv over the same bytes is held against.
+fn read_sum(blocks: &[BlockX16]) -> u64 {
+    // SAFETY: BlockX16 is plain old data (bytes and fp16); the slice covers exactly its bytes,
+    // and the u64 reads are unaligned-safe through read_unaligned.
+    let bytes = unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks)) };
+    let mut acc = [0u64; 8];
+    for ch in bytes.chunks_exact(64) {
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: 8 * i + 8 <= 64 bytes of the chunk.
+            *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
+        }
+    }
+    acc.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
 fn main() {
-    const USAGE: &str = "usage: cargo run --release --example levels -- [--reps N] [--quick]\n  \
+    const USAGE: &str = "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram]\n  \
          --reps N   timed batches per level and case (N >= 1, default 9)\n  \
-         --quick    one shape (4096x4096) instead of three";
-    let (mut reps, mut quick) = (9usize, false);
+         --quick    one shape (4096x4096) instead of three\n  \
+         --dram     gemv only, on a 131072x32768 matrix (1.14 GB, beyond any last-level cache), beside\n             \
+         a plain read loop over the same bytes timed in turn with the levels";
+    let (mut reps, mut quick, mut dram) = (9usize, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -74,6 +93,7 @@ fn main() {
                 return;
             }
             "--quick" => quick = true,
+            "--dram" => dram = true,
             "--reps" => match args.next().and_then(|v| v.parse::<usize>().ok()).filter(|&n| n >= 1) {
                 Some(n) => reps = n,
                 None => usage_error(USAGE, "--reps takes a whole number of 1 or more"),
@@ -96,10 +116,33 @@ fn main() {
         println!("levels: no x86 level runs on this CPU; nothing to time");
         return;
     }
-    let shapes: &[(usize, usize)] = if quick { &[(4096, 4096)] } else { &[(4096, 4096), (17408, 5120), (5120, 17408)] };
+    // each level's issue limit, timed the same way in this process (kernels::peak)
+    let peak: Vec<Option<f64>> = levels
+        .iter()
+        .map(|&l| {
+            let probe = ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l)?;
+            let iters = 50_000_000 / probe.macs_per_round();
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = cpu_ns();
+                let macs = probe.run(iters)? as f64;
+                best = best.min(macs / (cpu_ns() - t).max(1) as f64);
+            }
+            println!("levels: {} issue limit ({}): {:.0} GMAC/s", l.name(), probe.name(), best);
+            Some(best)
+        })
+        .collect();
+    let shapes: &[(usize, usize)] = if dram {
+        &[(131072, 32768)]
+    } else if quick {
+        &[(4096, 4096)]
+    } else {
+        &[(4096, 4096), (17408, 5120), (5120, 17408)]
+    };
+    let col_counts: &[usize] = if dram { &[1] } else { &[1, 4, 64, 512] };
     println!(
-        "{:<12} {:>4} {:>11} {:>11} {:>11} {:>12} {:>6}",
-        "shape", "cols", "level", "best us", "median us", "rate", "rel"
+        "{:<12} {:>4} {:>11} {:>11} {:>11} {:>12} {:>6} {:>6}",
+        "shape", "cols", "level", "best us", "median us", "rate", "rel", "issue"
     );
     let mut rng = Rng(1);
     for &(n_rows, k) in shapes {
@@ -114,7 +157,7 @@ fn main() {
         drop(src);
         let w = PackedWeights::x16(&x16, n_rows, k).unwrap();
         let weight_bytes = std::mem::size_of_val(x16.as_slice()) as f64;
-        for n_cols in [1usize, 4, 64, 512] {
+        for &n_cols in col_counts {
             let per = k.div_ceil(256);
             let mut act = vec![BlockQ8K::default(); n_cols * per];
             for j in 0..n_cols {
@@ -139,7 +182,13 @@ fn main() {
                 calls = calls.min((20_000_000 / one).clamp(1, 10_000) as usize);
             }
             let mut per_call: Vec<Vec<f64>> = levels.iter().map(|_| Vec::with_capacity(reps)).collect();
+            let mut read_ns: Vec<f64> = Vec::new();
             for _ in 0..reps {
+                if dram {
+                    let t = cpu_ns();
+                    std::hint::black_box(read_sum(&x16));
+                    read_ns.push((cpu_ns() - t) as f64);
+                }
                 for (i, &l) in levels.iter().enumerate() {
                     let p = packs[i].view();
                     let t = cpu_ns();
@@ -155,22 +204,38 @@ fn main() {
                 best.push(v[0]);
             }
             let fastest = best.iter().copied().fold(f64::INFINITY, f64::min);
+            let read_best = read_ns.iter().copied().fold(f64::INFINITY, f64::min);
+            if dram {
+                println!(
+                    "{:<12} {:>4} {:>11} {:>11.1} {:>11} {:>12}",
+                    format!("{n_rows}x{k}"),
+                    "",
+                    "read loop",
+                    read_best / 1e3,
+                    "",
+                    format!("{:.1} GB/s", weight_bytes / read_best)
+                );
+            }
             for (i, &l) in levels.iter().enumerate() {
                 let ns = best[i];
-                let rate = if n_cols == 1 {
-                    format!("{:.1} GB/s", weight_bytes / ns)
-                } else {
-                    format!("{:.0} GMAC/s", (n_rows * k * n_cols) as f64 / ns)
+                let gmacs = (n_rows * k * n_cols) as f64 / ns;
+                let rate =
+                    if n_cols == 1 { format!("{:.1} GB/s", weight_bytes / ns) } else { format!("{:.0} GMAC/s", gmacs) };
+                let issue = match peak[i] {
+                    Some(p) if n_cols > 1 => format!("{:.0}%", 100.0 * gmacs / p),
+                    _ if dram => format!("{:.0}% rd", 100.0 * read_best / ns),
+                    _ => String::new(),
                 };
                 println!(
-                    "{:<12} {:>4} {:>11} {:>11.1} {:>11.1} {:>12} {:>5.2}x",
+                    "{:<12} {:>4} {:>11} {:>11.1} {:>11.1} {:>12} {:>5.2}x {:>6}",
                     format!("{n_rows}x{k}"),
                     n_cols,
                     l.name(),
                     ns / 1e3,
                     per_call[i][reps / 2] / 1e3,
                     rate,
-                    ns / fastest
+                    ns / fastest,
+                    issue
                 );
             }
         }

@@ -39,6 +39,11 @@ pub(crate) trait Isa {
     type Acc: Copy;
     /// Rows per vector: 8 (ymm) or 16 (zmm).
     const LANES: usize;
+    /// Whether tiles of one or two columns keep a second accumulator per (vector of rows,
+    /// column) for the odd words, merged by [`Isa::acc_merge`] before [`Isa::isum`]: for levels
+    /// whose accumulate has a multi-cycle latency (`vpdpbusd`: 4-5 cycles), where one chain of
+    /// 16 accumulates per block bounds a gemv below the memory's speed.
+    const SPLIT_NARROW: bool = false;
 
     /// Loads `4 * LANES` bytes (unaligned).
     unsafe fn load(p: *const u8) -> Self::V;
@@ -51,6 +56,9 @@ pub(crate) trait Isa {
     unsafe fn acc_new(nysum: i32) -> Self::Acc;
     /// Adds `u . y` per lane (4 byte products) for slot operand `S` (0..4) of [`Isa::slots`].
     unsafe fn dot<const S: usize>(acc: &mut Self::Acc, u: Self::V, y: Self::V);
+    /// The sum of an accumulator made with `acc_new(nysum)` and one made with `acc_new(0)`,
+    /// as one made with `acc_new(nysum)` that saw both's products (exact: integer adds).
+    unsafe fn acc_merge(a: Self::Acc, b: Self::Acc) -> Self::Acc;
     /// The block's `isum` per lane (`nysum` as given to [`Isa::acc_new`]).
     unsafe fn isum(acc: Self::Acc, nysum: i32) -> Self::V;
     /// `LANES` fp16 scales at `p` as f32 (exact).
@@ -91,18 +99,44 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
                 }
             }
             // Per word: each vector of rows is decoded once, then meets every column's four
-            // broadcast activation groups. A real loop over the 8 words (the opaque trip count
+            // broadcast activation groups. A real loop over the words (the opaque trip count
             // keeps it from being unrolled): unrolled, the scheduler hoists every word's loads and
             // decoding above the dot products and spills them, for tiles of several columns.
-            for w in 0..core::hint::black_box(8usize) {
-                for (h, row) in acc.iter_mut().enumerate() {
-                    let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
-                    for (c, x) in row.iter_mut().enumerate() {
-                        let p = a[c].qs.as_ptr().add(16 * w);
-                        I::dot::<0>(x, s[0], I::bcast(p));
-                        I::dot::<1>(x, s[1], I::bcast(p.add(4)));
-                        I::dot::<2>(x, s[2], I::bcast(p.add(8)));
-                        I::dot::<3>(x, s[3], I::bcast(p.add(12)));
+            // Narrow tiles of a SPLIT_NARROW level take words in pairs, the odd word into a
+            // second accumulator: two independent chains where one would wait on the latency.
+            if I::SPLIT_NARROW && NC <= 2 {
+                let mut odd = [[I::acc_new(0); NC]; R];
+                for wp in 0..core::hint::black_box(4usize) {
+                    for (h, (row, row_odd)) in acc.iter_mut().zip(odd.iter_mut()).enumerate() {
+                        for (j, dst) in [row, row_odd].into_iter().enumerate() {
+                            let w = 2 * wp + j;
+                            let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
+                            for (c, x) in dst.iter_mut().enumerate() {
+                                let p = a[c].qs.as_ptr().add(16 * w);
+                                I::dot::<0>(x, s[0], I::bcast(p));
+                                I::dot::<1>(x, s[1], I::bcast(p.add(4)));
+                                I::dot::<2>(x, s[2], I::bcast(p.add(8)));
+                                I::dot::<3>(x, s[3], I::bcast(p.add(12)));
+                            }
+                        }
+                    }
+                }
+                for (row, row_odd) in acc.iter_mut().zip(odd.iter()) {
+                    for (x, y) in row.iter_mut().zip(row_odd.iter()) {
+                        *x = I::acc_merge(*x, *y);
+                    }
+                }
+            } else {
+                for w in 0..core::hint::black_box(8usize) {
+                    for (h, row) in acc.iter_mut().enumerate() {
+                        let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
+                        for (c, x) in row.iter_mut().enumerate() {
+                            let p = a[c].qs.as_ptr().add(16 * w);
+                            I::dot::<0>(x, s[0], I::bcast(p));
+                            I::dot::<1>(x, s[1], I::bcast(p.add(4)));
+                            I::dot::<2>(x, s[2], I::bcast(p.add(8)));
+                            I::dot::<3>(x, s[3], I::bcast(p.add(12)));
+                        }
                     }
                 }
             }

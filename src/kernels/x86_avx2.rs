@@ -71,6 +71,12 @@ impl Isa for Avx2 {
         unsafe { acc.s = _mm256_add_epi16(acc.s, _mm256_maddubs_epi16(u, y)) }
     }
     #[inline(always)]
+    unsafe fn acc_merge(a: Acc16, b: Acc16) -> Acc16 {
+        // SAFETY: register operation. int16 wrapping adds are associative, so the merged lanes
+        // equal the one-chain lanes (which stay in range: see the module's bound).
+        unsafe { Acc16 { s: _mm256_add_epi16(a.s, b.s) } }
+    }
+    #[inline(always)]
     unsafe fn isum(acc: Acc16, nysum: i32) -> __m256i {
         // SAFETY: register operations.
         unsafe { _mm256_add_epi32(_mm256_madd_epi16(acc.s, _mm256_set1_epi16(1)), _mm256_set1_epi32(nysum)) }

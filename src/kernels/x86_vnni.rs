@@ -194,6 +194,7 @@ impl<W: Width> Isa for Vnni<W> {
     type F = W::F;
     type Acc = Acc<W::V>;
     const LANES: usize = W::LANES;
+    const SPLIT_NARROW: bool = true;
 
     #[inline(always)]
     unsafe fn load(p: *const u8) -> W::V {
@@ -229,6 +230,12 @@ impl<W: Width> Isa for Vnni<W> {
                 acc.s4 = W::dpbusd(acc.s4, u, y)
             }
         }
+    }
+    #[inline(always)]
+    unsafe fn acc_merge(a: Acc<W::V>, b: Acc<W::V>) -> Acc<W::V> {
+        // SAFETY: register operations. Wrapping int32 adds: the merged sums are the one-chain
+        // sums exactly (the block's sums are far inside int32).
+        unsafe { Acc { s1: W::add32(a.s1, b.s1), s4: W::add32(a.s4, b.s4) } }
     }
     #[inline(always)]
     unsafe fn isum(acc: Acc<W::V>, _: i32) -> W::V {
