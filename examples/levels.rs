@@ -10,7 +10,8 @@
 //! - One thread, one call at a time; each timed batch is about 20 ms of calls. Reports the best
 //!   and the median per call over the repetitions, the weights streamed per second (gemv), MACs
 //!   per second (gemm), each level's time relative to the fastest level of its row, and for gemm
-//!   the share of the level's issue limit (`kernels::peak`, timed the same way in this process).
+//!   the share of the level's issue limit (`kernels::peak`, timed the same way in this process,
+//!   once per repetition beside the kernels; the best so far).
 //! - Every level's outputs are compared bit for bit with the first level's before timing: a
 //!   mismatch stops the run (the table is only worth something if the kernels agree).
 use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
@@ -116,22 +117,25 @@ fn main() {
         println!("levels: no x86 level runs on this CPU; nothing to time");
         return;
     }
-    // each level's issue limit, timed the same way in this process (kernels::peak)
-    let peak: Vec<Option<f64>> = levels
+    // each level's issue limit (kernels::peak), timed the same way in this process: once here for
+    // the log line, then once more per repetition beside the kernels (best of all), so that a
+    // change of clock during the run moves both sides of the share alike
+    let probes: Vec<Option<ggml_t2p::kernels::peak::Probe>> = levels
         .iter()
-        .map(|&l| {
-            let probe = ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l)?;
-            let iters = 50_000_000 / probe.macs_per_round();
-            let mut best = f64::INFINITY;
-            for _ in 0..5 {
-                let t = cpu_ns();
-                let macs = probe.run(iters)? as f64;
-                best = best.min(macs / (cpu_ns() - t).max(1) as f64);
-            }
-            println!("levels: {} issue limit ({}): {:.0} GMAC/s", l.name(), probe.name(), best);
-            Some(best)
-        })
+        .map(|&l| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l && p.is_available()))
         .collect();
+    let time_probe = |p: ggml_t2p::kernels::peak::Probe| -> f64 {
+        let iters = 400_000_000 / p.macs_per_round();
+        let t = cpu_ns();
+        let macs = p.run(iters).unwrap_or(0) as f64;
+        macs / (cpu_ns() - t).max(1) as f64
+    };
+    let mut peak: Vec<Option<f64>> = probes.iter().map(|p| p.map(time_probe)).collect();
+    for (l, (p, g)) in levels.iter().zip(probes.iter().zip(&peak)) {
+        if let (Some(p), Some(g)) = (p, g) {
+            println!("levels: {} issue limit ({}): {:.0} GMAC/s (first timing)", l.name(), p.name(), g);
+        }
+    }
     let shapes: &[(usize, usize)] = if dram {
         &[(131072, 32768)]
     } else if quick {
@@ -184,6 +188,11 @@ fn main() {
             let mut per_call: Vec<Vec<f64>> = levels.iter().map(|_| Vec::with_capacity(reps)).collect();
             let mut read_ns: Vec<f64> = Vec::new();
             for _ in 0..reps {
+                for (pk, p) in peak.iter_mut().zip(&probes) {
+                    if let (Some(v), Some(p)) = (pk.as_mut(), p) {
+                        *v = v.max(time_probe(*p));
+                    }
+                }
                 if dram {
                     let t = cpu_ns();
                     std::hint::black_box(read_sum(&x16));
