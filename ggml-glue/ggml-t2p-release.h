@@ -60,9 +60,10 @@ enum t2p_release_status {
 };
 
 struct t2p_release_result {
-    size_t bytes;    // bytes of the range whose pages were unmapped (a multiple of the page size; 0 unless DONE)
-    int    status;   // enum t2p_release_status
-    int    error;    // errno of the failing call for NO_MAPS and REFUSED, else 0
+    size_t    bytes;    // bytes of the range whose pages were unmapped (a multiple of the page size; 0 unless DONE)
+    uintptr_t until;    // DONE: the end of those pages (data + size rounded down to a page); else 0
+    int       status;   // enum t2p_release_status
+    int       error;    // errno of the failing call for NO_MAPS and REFUSED, else 0
 };
 
 #if defined(__linux__)
@@ -157,7 +158,7 @@ static inline int t2p_release_check(uintptr_t lo, uintptr_t hi, int * error) {
 // read-only shared file mapping (see the top of this file); never touches anything else. Cost: one
 // read of /proc/self/maps and one madvise. Thread-safe; sets no global state (errno aside).
 static inline struct t2p_release_result t2p_release_source(const void * data, size_t size) {
-    struct t2p_release_result r = { 0, T2P_RELEASE_TOO_SMALL, 0 };
+    struct t2p_release_result r = { 0, 0, T2P_RELEASE_TOO_SMALL, 0 };
 #if defined(__linux__)
     const long ps = sysconf(_SC_PAGESIZE);
     if (data == NULL || ps <= 0 || size < (size_t) ps) {
@@ -183,6 +184,7 @@ static inline struct t2p_release_result t2p_release_source(const void * data, si
         return r;
     }
     r.bytes = (size_t) (hi - lo);
+    r.until = hi;
 #else
     (void) data;
     (void) size;

@@ -197,6 +197,8 @@ int main(void) {
         struct t2p_release_result r = t2p_release_source(m + 100, len - 200);
         CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len - 2 * PS, "unaligned: status %d (%s), %zu bytes; expected %zu",
               r.status, name(r.status), r.bytes, len - 2 * PS);
+        CHECK(r.until == (uintptr_t) (m + len - PS), "unaligned: until %p, expected %p", (void *) r.until,
+              (void *) (m + len - PS));
         const size_t after = rss_of(m, m + len);
         CHECK(after == 2 * PS, "unaligned: Rss %zu after, expected the 2 boundary pages (%zu)", after, 2 * PS);
         CHECK(intact(m, len, 0), "shared mapping reads back different bytes");
