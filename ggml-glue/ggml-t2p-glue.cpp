@@ -13,6 +13,7 @@
 // This file knows ggml; it knows no byte order and no ISA (the library owns both).
 
 #include "ggml-t2p-glue.h"
+#include "ggml-t2p-release.h"
 
 #include "ggml_t2p.h"
 
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -56,6 +58,7 @@ struct t2p_config {
     int32_t  pq2_layout  = -1;      // layouts the library chose for this CPU and kernel
     int32_t  ptq1_layout = -1;
     int32_t  q8k_rounding = 0;      // GGML_T2P_ROUND_* of the library's Q8_K quantizer; 0: ggml's own
+    bool     release_source = true; // drop a repacked tensor's file pages (ggml-t2p-release.h)
 };
 
 const char * env_value(const char * name) {
@@ -218,6 +221,17 @@ t2p_config make_config() {
         return cfg;
     }
 
+    // GGML_T2P_RELEASE_SOURCE: 1 (default: after a repack, unmap the source's pages when they come
+    // from a read-only shared file mapping, see ggml-t2p-release.h) or 0 (keep them mapped).
+    if (const char * v = env_value("GGML_T2P_RELEASE_SOURCE")) {
+        const std::string s = v;
+        if (s == "0" || s == "off" || s == "false" || s == "no") {
+            cfg.release_source = false;
+        } else if (!(s == "1" || s == "on" || s == "true" || s == "yes")) {
+            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_RELEASE_SOURCE=%s (expected 0 or 1), using 1\n", v);
+        }
+    }
+
     // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
     // see probe_q8k_rounding) or ggml (always the host's own).
     const char * quant_why = "this libggml_t2p has no Q8_K quantizer";
@@ -280,6 +294,13 @@ struct t2p_stats {
     std::atomic<int64_t>  n_ptq1{ 0 };
     std::atomic<uint64_t> bytes{ 0 };
     std::atomic<int64_t>  nanos{ 0 };
+    // the source release after each repack (ggml-t2p-release.h)
+    std::atomic<uint64_t> released{ 0 };        // bytes whose file pages were unmapped
+    std::atomic<int64_t>  n_released{ 0 };      // tensors with some pages unmapped
+    std::atomic<int64_t>  n_not_mapped{ 0 };    // tensors not in a read-only shared file mapping (--no-mmap)
+    std::atomic<int64_t>  n_refused{ 0 };       // tensors madvise refused (--mlock), or maps unreadable
+    std::atomic<int>      refused_errno{ 0 };   // errno of the last refusal
+    std::atomic<int64_t>  release_nanos{ 0 };
     std::atomic<bool>     reported{ false };
 };
 
@@ -304,9 +325,33 @@ void report_once() {
         to += std::string(to.empty() ? "" : ", ") + std::to_string(n_ptq1) + " PTQ1_0 -> " +
               ggml_t2p_layout_name(cfg.ptq1_layout);
     }
-    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s\n", (long long) (n_pq2 + n_ptq1),
+    // what became of the source's pages: "released X MiB of file-mapped source in T s (N kept: why)"
+    std::string src;
+    if (!cfg.release_source) {
+        src = "source pages kept (GGML_T2P_RELEASE_SOURCE=0)";
+    } else {
+#if defined(__linux__)
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "released %.1f MiB of file-mapped source (%lld tensors) in %.3f s",
+                      s.released.load() / (1024.0 * 1024.0), (long long) s.n_released.load(), s.release_nanos.load() * 1e-9);
+        src = buf;
+        std::string kept;
+        if (const int64_t n = s.n_not_mapped.load()) {
+            kept += std::to_string(n) + " not in a read-only shared file mapping";
+        }
+        if (const int64_t n = s.n_refused.load()) {
+            kept += std::string(kept.empty() ? "" : ", ") + std::to_string(n) + " refused: " + std::strerror(s.refused_errno.load());
+        }
+        if (!kept.empty()) {
+            src += " (tensors kept: " + kept + ")";
+        }
+#else
+        src = std::string("source pages kept (") + t2p_release_status_name(T2P_RELEASE_UNSUPPORTED) + ")";
+#endif
+    }
+    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s; %s\n", (long long) (n_pq2 + n_ptq1),
                   n_pq2 + n_ptq1 == 1 ? "" : "s", to.c_str(), s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
-                  ggml_t2p_kernel_name(cfg.kernel));
+                  ggml_t2p_kernel_name(cfg.kernel), src.c_str());
 }
 
 [[noreturn]] void abort_status(const char * what, const ggml_tensor * t, int32_t status) {
@@ -588,6 +633,9 @@ enum ggml_status buffer_init_tensor(ggml_backend_buffer_t, ggml_tensor * tensor)
     return GGML_STATUS_SUCCESS;
 }
 
+// Source bytes per repack slice while the source is released (see buffer_set_tensor).
+constexpr size_t RELEASE_SLICE_BYTES = size_t(16) << 20;
+
 void buffer_set_tensor(ggml_backend_buffer_t, ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
     if (offset != 0 || size != ggml_nbytes(tensor)) {
         GGML_ABORT("ggml-t2p: partial write to %s (offset %zu, %zu of %zu bytes): CPU_T2P only takes whole tensors",
@@ -605,17 +653,76 @@ void buffer_set_tensor(ggml_backend_buffer_t, ggml_tensor * tensor, const void *
         abort_status("ggml_t2p_repacked_size", tensor, st);
     }
 
-    const auto t0 = std::chrono::steady_clock::now();
-    st = ggml_t2p_repack(tensor->type, layout, data, size, tensor->ne[1], tensor->ne[0], tensor->data, dst_size);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (st != GGML_T2P_OK) {
-        abort_status("ggml_t2p_repack", tensor, st);
+    // With the source release on, a tensor above RELEASE_SLICE_BYTES is repacked in slices of whole
+    // row tiles (rows [r0, r1) alone give the bytes at repacked_size(r0) of the whole repack: the
+    // header's row-tile order), and each slice's source pages are released before the next
+    // (ggml-t2p-release.h), so the source and its copy are never both resident for more than one
+    // slice: the output matrix of an 8B model is 158 MiB. Without it: one call, as before.
+    const t2p_config & cfg       = config();
+    const int64_t      n_rows    = tensor->ne[1];
+    const size_t       row_bytes = ggml_row_size(tensor->type, tensor->ne[0]);
+    int64_t            slice     = n_rows;
+    if (cfg.release_source && size > RELEASE_SLICE_BYTES) {
+        const int64_t tile = row_tile(layout);
+        slice              = std::max<int64_t>(tile, (int64_t) (RELEASE_SLICE_BYTES / row_bytes) / tile * tile);
+    }
+    t2p_stats &       s        = stats();
+    const char *      src      = static_cast<const char *>(data);
+    const char *      kept     = src;   // the source from here on is not released yet
+    size_t            released = 0;
+    int               why      = T2P_RELEASE_TOO_SMALL;   // the refusal, for the load line
+    int               error    = 0;
+    bool              release  = cfg.release_source;   // off after a refusal: the rest is the same memory
+    for (int64_t r0 = 0; r0 < n_rows; r0 += slice) {
+        const int64_t r1  = std::min(n_rows, r0 + slice);
+        size_t        off = 0;
+        size_t        len = 0;
+        if ((r0 > 0 && (st = ggml_t2p_repacked_size(tensor->type, layout, r0, tensor->ne[0], &off)) != GGML_T2P_OK) ||
+            (st = ggml_t2p_repacked_size(tensor->type, layout, r1 - r0, tensor->ne[0], &len)) != GGML_T2P_OK) {
+            abort_status("ggml_t2p_repacked_size", tensor, st);
+        }
+        GGML_ASSERT(off <= dst_size && len <= dst_size - off);
+        const auto t0 = std::chrono::steady_clock::now();
+        st = ggml_t2p_repack(tensor->type, layout, src + (size_t) r0 * row_bytes, (size_t) (r1 - r0) * row_bytes, r1 - r0,
+                             tensor->ne[0], static_cast<char *>(tensor->data) + off, len);
+        const auto t1 = std::chrono::steady_clock::now();
+        if (st != GGML_T2P_OK) {
+            abort_status("ggml_t2p_repack", tensor, st);
+        }
+        s.nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+
+        // The source up to here is never read again through this tensor: where it is a read-only
+        // shared file mapping (llama.cpp's mmap), its whole pages leave this process's resident
+        // set (they refault from the file if the host reads them); anything else is left alone.
+        if (release) {
+            const char *             end = src + (size_t) r1 * row_bytes;
+            const t2p_release_result r   = t2p_release_source(kept, (size_t) (end - kept));
+            if (r.status == T2P_RELEASE_DONE) {
+                released += r.bytes;
+                kept = src + (r.until - (uintptr_t) src);   // the page around `end` goes with the next slice
+            } else if (r.status != T2P_RELEASE_TOO_SMALL) {
+                why     = r.status;
+                error   = r.error;
+                release = false;
+            }
+            s.release_nanos.fetch_add(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t1).count());
+        }
     }
 
-    t2p_stats & s = stats();
     (static_cast<int>(tensor->type) == GGML_T2P_TYPE_PQ2_0 ? s.n_pq2 : s.n_ptq1).fetch_add(1);
     s.bytes.fetch_add(dst_size);
-    s.nanos.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    if (cfg.release_source) {
+        if (released > 0) {
+            s.released.fetch_add(released);
+            s.n_released.fetch_add(1);
+        } else if (why == T2P_RELEASE_NOT_SHARED) {
+            s.n_not_mapped.fetch_add(1);
+        } else if (why == T2P_RELEASE_REFUSED || why == T2P_RELEASE_NO_MAPS) {
+            s.n_refused.fetch_add(1);
+            s.refused_errno.store(error);
+        }
+    }
 }
 
 const char * buft_get_name(ggml_backend_buffer_type_t) {

@@ -12,6 +12,10 @@
 //                                scalar twin, also on CPUs without a SIMD level)
 //   GGML_T2P_PTQ1=t2p|native     PTQ1_0 weights at 2.125 bits per weight (default) or kept at 1.75
 //                                where a layout for that exists (ARM)
+//   GGML_T2P_RELEASE_SOURCE=1|0  after repacking a tensor, unmap the file pages it was read from
+//                                when they are a read-only shared file mapping (llama.cpp's mmap;
+//                                Linux only, see ggml-t2p-release.h), so that peak RSS with mmap
+//                                matches --no-mmap (default 1; 0 keeps them mapped)
 #pragma once
 
 #include "ggml-backend.h"

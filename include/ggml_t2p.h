@@ -160,7 +160,10 @@ int32_t ggml_t2p_set_threads(int32_t n_threads);
 
 /* Repacks a row-major src_type matrix (n_rows x k weights, src_size >= its size, 2-byte aligned)
  * into layout at dst (dst_size >= ggml_t2p_repacked_size, 2-byte aligned). Overlapping src and dst
- * are refused with GGML_T2P_ERR_INVALID_ARGUMENT. */
+ * are refused with GGML_T2P_ERR_INVALID_ARGUMENT.
+ * Row-tile order: for r0 a multiple of ggml_t2p_row_tile, rows [r0, r1) repacked alone (as a
+ * matrix of r1 - r0 rows) give bytes [ggml_t2p_repacked_size(r0 rows), that + its own size) of the
+ * whole matrix's repack, so a large matrix can be repacked in slices of whole row tiles. */
 int32_t ggml_t2p_repack(int32_t src_type, int32_t layout, const void * src, size_t src_size, int64_t n_rows, int64_t k, void * dst, size_t dst_size);
 
 /* Bytes of the packed activations of n_cols columns of length k for gemv/gemm with layout and

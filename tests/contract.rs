@@ -330,3 +330,61 @@ fn size_queries_refuse_sizes_past_isize_max() {
         assert!(act_packed_size(layout, 1 << 20, 4).is_ok(), "{layout:?}");
     }
 }
+
+/// Row-tile order (the header's ggml_t2p_repack): rows `[r0, r1)` with `r0` a multiple of the
+/// layout's row tile, repacked alone, give bytes `[repacked_size(r0), repacked_size(r0) +
+/// repacked_size(r1 - r0))` of the whole matrix's repack, for every (source type, layout) pair,
+/// slices of one tile, several tiles, and ending in the padded last tile. The shim relies on it to
+/// repack a large tensor in slices and release each slice's source pages as it goes.
+#[test]
+fn row_tile_slices_repack_to_slices_of_the_whole() {
+    let mut rng = Rng(0x5_11ce);
+    let k = 512usize; // 4 blocks per row
+    let mut checked = 0;
+    for t in [SourceType::Pq2_0, SourceType::Ptq1_0] {
+        for layout in Layout::ALL.into_iter().filter(|l| l.accepts(t)) {
+            let tile = layout.tile_rows();
+            // rows come in fours; X16 pads a last partial tile (here 4 of its 16 rows)
+            let n_rows = if layout == Layout::X16 { 5 * tile + 4 } else { 5 * tile };
+            let src = Source::random(t, &mut rng, n_rows, k);
+            let (src_ptr, src_len, type_id) = match &src {
+                Source::Pq2_0(v) => (v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()), PQ2_0),
+                Source::Ptq1_0(v) => (v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()), PTQ1_0),
+            };
+            let row_bytes = src_len / n_rows;
+            let repack = |r0: usize, r1: usize| -> Vec<u8> {
+                let size = repacked_size(type_id, layout, (r1 - r0) as i64, k as i64).unwrap();
+                // u16 storage: the C ABI wants 2-byte aligned buffers
+                let mut out = vec![0u16; size.div_ceil(2)];
+                // SAFETY: src_ptr + r0 * row_bytes is valid for (r1 - r0) rows; out holds size bytes.
+                let s = unsafe {
+                    ffi::ggml_t2p_repack(
+                        type_id,
+                        layout as i32,
+                        src_ptr.add(r0 * row_bytes).cast(),
+                        (r1 - r0) * row_bytes,
+                        (r1 - r0) as i64,
+                        k as i64,
+                        out.as_mut_ptr().cast(),
+                        size,
+                    )
+                };
+                assert_eq!(s, 0, "repack of rows {r0}..{r1} ({t:?} -> {})", layout.name());
+                // SAFETY: out holds at least size initialised bytes.
+                unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<u8>(), size) }.to_vec()
+            };
+            let whole = repack(0, n_rows);
+            for (r0, r1) in [(0, tile), (tile, 3 * tile), (2 * tile, n_rows), (4 * tile, n_rows), (0, n_rows)] {
+                let off = if r0 == 0 { 0 } else { repacked_size(type_id, layout, r0 as i64, k as i64).unwrap() };
+                let part = repack(r0, r1);
+                assert!(
+                    whole[off..off + part.len()] == part[..],
+                    "{t:?} -> {}: rows {r0}..{r1} repacked alone differ from bytes {off}.. of the whole",
+                    layout.name()
+                );
+                checked += 1;
+            }
+        }
+    }
+    println!("row-tile slices: {checked} slices equal to the whole matrix's bytes");
+}

@@ -116,7 +116,7 @@ begin "host: cargo test --features abi-check ($(rustc -V | cut -d' ' -f1-2))"
 log=target/host-test.log
 status=0
 cargo test --features abi-check -- --nocapture > "$log" 2>&1 || status=$?
-grep -E '^(golden|oracle|split|kernels|ptq1_0 digits|c abi|this CPU|fork smoke)|test result|FAILED|panicked' "$log" || true
+grep -E '^(golden|oracle|split|kernels|ptq1_0 digits|c abi|this CPU|fork smoke|release smoke)|test result|FAILED|panicked' "$log" || true
 if [ "$status" != 0 ]; then
   tail -n 60 "$log" >&2
   echo "test-all: host tests FAILED (full log: $log)" >&2

@@ -15,8 +15,9 @@ Steps (x86-64 Linux host; Debian/Ubuntu for the installs):
      list (to show that a wrong one fails);
   3. cargo build --release --lib for the host and for x86_64-pc-windows-gnu;
   4. builds tests/windows/win_bits.c and tests/c/abi_smoke.c natively (gcc) and for Windows
-     (x86_64-w64-mingw32-gcc -static, with the fragment's libraries), and tests/c/fork_smoke.c for
-     Windows (it prints that it is skipped there);
+     (x86_64-w64-mingw32-gcc -static, with the fragment's libraries), and tests/c/fork_smoke.c and
+     tests/c/release_smoke.c (the shim's source release header, ggml-glue/ggml-t2p-release.h) for
+     Windows (each prints that it is skipped there: no fork; the release is Linux only);
   5. runs the .exe files under Wine (WINEPREFIX=<out>/wineprefix, WINEDEBUG=-all, no display),
      after giving a Wine that lacks bcryptprimitives.dll (Wine before 9, e.g. Debian 12's 8.0) the
      stand-in from tests/windows/bcryptprimitives_shim.c: Rust's std imports ProcessPrng from it;
@@ -370,6 +371,9 @@ def main():
         build_windows(src, windows[name], win_lib, libs, compat if name == "abi_smoke" else ())
     windows["fork_smoke"] = os.path.join(out_dir, "fork_smoke.exe")
     build_windows(os.path.join(ROOT, "tests", "c", "fork_smoke.c"), windows["fork_smoke"], win_lib, libs)
+    windows["release_smoke"] = os.path.join(out_dir, "release_smoke.exe")
+    build_windows(os.path.join(ROOT, "tests", "c", "release_smoke.c"), windows["release_smoke"], win_lib, libs,
+                  ["-I", os.path.join(ROOT, "ggml-glue")])
     say(f"linked for Windows with {MINGW_CC} -static and -l" + " -l".join(libs) + ": " +
         ", ".join(os.path.basename(windows[n]) for n in windows))
 
@@ -399,6 +403,12 @@ def main():
         say(f"fork_smoke.exe under Wine: status {rw}, output: {(ow + ew).strip()[:300]}")
     else:
         say("fork_smoke.exe under Wine: " + ow.strip())
+    rw, ow, ew = run_wine(windows["release_smoke"], out_dir, args.timeout)
+    if rw != 0 or "release smoke: skipped" not in ow:
+        ok = False
+        say(f"release_smoke.exe under Wine: status {rw}, output: {(ow + ew).strip()[:300]}")
+    else:
+        say("release_smoke.exe under Wine: " + ow.strip())
 
     # GGML_T2P_KERNEL forced to each level: the same verdict natively and under Wine, and it
     # matches what the library reported for the level (runs, or not available: declined)

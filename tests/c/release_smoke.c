@@ -1,0 +1,346 @@
+/*
+ * The shim's source release (ggml-glue/ggml-t2p-release.h, issue 19 item 4): after a repack,
+ * t2p_release_source drops the file pages a tensor was read from, and only where that loses nothing.
+ *
+ * On Linux, with a temporary file of N pages and /proc/self/smaps' Rss of each mapping:
+ *   - a read-only shared file mapping (as llama.cpp maps a model, MAP_POPULATE as its prefetch):
+ *     an unaligned range drops exactly its whole interior pages (Rss falls to the two boundary
+ *     pages), an aligned one all of them; reading again gives the file's bytes back;
+ *   - the same mapping split in two VMAs (an madvise hint on half): dropped across both;
+ *   - kept, bytes intact and Rss unchanged: anonymous memory (mmap and malloc: the --no-mmap
+ *     staging buffer), a private read-only file mapping, a private file mapping written and then
+ *     made read-only (its copy-on-write bytes would revert to the file's), a writable shared file
+ *     mapping, a range that runs from a file mapping into anonymous memory, a range with a hole;
+ *   - an mlock'ed mapping: madvise refuses (EINVAL) and Rss stays (skipped when mlock is not
+ *     permitted);
+ *   - less than a whole page, NULL: nothing.
+ * Elsewhere: the call must report "unsupported" and leave a buffer intact.
+ *
+ * Exit status 0: pass; 1: a check failed (each failure is printed).
+ */
+#if defined(__linux__)
+#    define _DEFAULT_SOURCE 1   // madvise, MAP_POPULATE, mkstemp beside _POSIX_C_SOURCE
+#endif
+
+#include "ggml-t2p-release.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+static int checks   = 0;
+
+#define CHECK(cond, ...)                          \
+    do {                                          \
+        checks++;                                 \
+        if (!(cond)) {                            \
+            failures++;                           \
+            printf("FAIL line %d: ", __LINE__);   \
+            printf(__VA_ARGS__);                  \
+            printf("\n");                         \
+        }                                         \
+    } while (0)
+
+static unsigned char pattern(size_t i) {
+    return (unsigned char) ((i * 131u + 7u) ^ (i >> 12));
+}
+
+// Whether [p, p + n) holds pattern(off + i).
+static int intact(const unsigned char * p, size_t n, size_t off) {
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != pattern(off + i)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#if !defined(__linux__)
+int main(void) {
+    const size_t    n = 1 << 20;
+    unsigned char * p = (unsigned char *) malloc(n);
+    if (p == NULL) {
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        p[i] = pattern(i);
+    }
+    struct t2p_release_result r = t2p_release_source(p, n);
+    CHECK(r.status == T2P_RELEASE_UNSUPPORTED && r.bytes == 0, "status %d (%s), %zu bytes", r.status,
+          t2p_release_status_name(r.status), r.bytes);
+    CHECK(intact(p, n, 0), "buffer changed");
+    free(p);
+    if (failures != 0) {
+        printf("release smoke: %d of %d checks FAILED\n", failures, checks);
+        return 1;
+    }
+    printf("release smoke: skipped (not Linux: the source is kept, %s)\n", t2p_release_status_name(r.status));
+    return 0;
+}
+#else
+#    include <errno.h>
+#    include <fcntl.h>
+#    include <sys/mman.h>
+#    include <unistd.h>
+
+enum { N_PAGES = 64 };
+static size_t PS;
+
+static int n_vmas;   // how many mappings the last rss_of found inside its range
+
+// Rss in bytes of the mappings that lie inside [lo, hi), from /proc/self/smaps.
+static size_t rss_of(const void * lo_p, const void * hi_p) {
+    const uintptr_t lo = (uintptr_t) lo_p, hi = (uintptr_t) hi_p;
+    FILE *          f  = fopen("/proc/self/smaps", "r");
+    if (f == NULL) {
+        printf("cannot open /proc/self/smaps: %s\n", strerror(errno));
+        exit(1);
+    }
+    char      line[512];
+    int       inside = 0;
+    size_t    total  = 0;
+    n_vmas           = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        uintmax_t s = 0, e = 0;
+        char      perms[5];
+        unsigned long kb = 0;
+        if (sscanf(line, "%jx-%jx %4s", &s, &e, perms) == 3) {
+            inside = lo <= (uintptr_t) s && (uintptr_t) e <= hi;
+            n_vmas += inside;
+        } else if (inside && sscanf(line, "Rss: %lu kB", &kb) == 1) {
+            total += (size_t) kb * 1024;
+        }
+    }
+    fclose(f);
+    return total;
+}
+
+// Sums the bytes of [p, p + n) (a read of every page).
+static unsigned sum(const volatile unsigned char * p, size_t n) {
+    unsigned s = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += p[i];
+    }
+    return s;
+}
+
+static int  fd = -1;
+static char path[] = "/tmp/ggml-t2p-release-XXXXXX";
+
+static unsigned char * map_file(int prot, int flags) {
+    void * p = mmap(NULL, N_PAGES * PS, prot, flags, fd, 0);
+    if (p == MAP_FAILED) {
+        printf("mmap failed: %s\n", strerror(errno));
+        exit(1);
+    }
+    return (unsigned char *) p;
+}
+
+// len bytes of private read-write anonymous memory between two PROT_NONE guard pages, so that
+// its VMA never merges with a neighbour's and smaps gives its own Rss.
+static unsigned char * anon_isolated(size_t n) {
+    unsigned char * g = (unsigned char *) mmap(NULL, n + 2 * PS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g == MAP_FAILED || mprotect(g + PS, n, PROT_READ | PROT_WRITE) != 0) {
+        printf("anonymous mmap: %s\n", strerror(errno));
+        exit(1);
+    }
+    return g + PS;
+}
+
+static void anon_free(unsigned char * p, size_t n) {
+    munmap(p - PS, n + 2 * PS);
+}
+
+static const char * name(int status) {
+    return t2p_release_status_name(status);
+}
+
+// A kept range: status `want`, nothing counted, Rss of [map, map + map_len) and bytes unchanged.
+static void expect_kept(const char * what, const unsigned char * data, size_t size, int want, const unsigned char * map,
+                        size_t map_len, size_t data_off) {
+    const size_t              before = rss_of(map, map + map_len);
+    struct t2p_release_result r      = t2p_release_source(data, size);
+    const size_t              after  = rss_of(map, map + map_len);
+    CHECK(r.status == want && r.bytes == 0, "%s: status %d (%s), %zu bytes; expected %d (%s), 0 bytes", what,
+          r.status, name(r.status), r.bytes, want, name(want));
+    CHECK(after == before, "%s: Rss %zu -> %zu bytes (expected unchanged)", what, before, after);
+    CHECK(intact(data, size, data_off), "%s: the bytes changed", what);
+    printf("  %-58s kept (%s), Rss %zu KiB\n", what, name(r.status), after / 1024);
+}
+
+int main(void) {
+    PS = (size_t) sysconf(_SC_PAGESIZE);
+    const size_t len = N_PAGES * PS;
+    fd = mkstemp(path);
+    if (fd < 0) {
+        printf("mkstemp: %s\n", strerror(errno));
+        return 1;
+    }
+    unlink(path);
+    unsigned char * tmp = (unsigned char *) malloc(len);
+    for (size_t i = 0; i < len; i++) {
+        tmp[i] = pattern(i);
+    }
+    if (write(fd, tmp, len) != (ssize_t) len) {
+        printf("write: %s\n", strerror(errno));
+        return 1;
+    }
+    free(tmp);
+    printf("release smoke: %d pages of %zu bytes, temporary file %s\n", N_PAGES, PS, path);
+
+    // 1. a read-only shared mapping, prefetched: an unaligned range drops its interior
+    {
+        unsigned char * m = map_file(PROT_READ, MAP_SHARED | MAP_POPULATE);
+        CHECK(rss_of(m, m + len) == len, "populated mapping: Rss %zu, expected %zu", rss_of(m, m + len), len);
+        struct t2p_release_result r = t2p_release_source(m + 100, len - 200);
+        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len - 2 * PS, "unaligned: status %d (%s), %zu bytes; expected %zu",
+              r.status, name(r.status), r.bytes, len - 2 * PS);
+        CHECK(r.until == (uintptr_t) (m + len - PS), "unaligned: until %p, expected %p", (void *) r.until,
+              (void *) (m + len - PS));
+        const size_t after = rss_of(m, m + len);
+        CHECK(after == 2 * PS, "unaligned: Rss %zu after, expected the 2 boundary pages (%zu)", after, 2 * PS);
+        CHECK(intact(m, len, 0), "shared mapping reads back different bytes");
+        CHECK(rss_of(m, m + len) == len, "shared mapping not faulted back in: Rss %zu", rss_of(m, m + len));
+        printf("  %-58s dropped %zu of %zu KiB (Rss %zu KiB), reads back intact\n", "shared read-only file mapping, unaligned",
+               r.bytes / 1024, len / 1024, after / 1024);
+
+        r = t2p_release_source(m, len);
+        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len, "aligned: status %d (%s), %zu bytes", r.status,
+              name(r.status), r.bytes);
+        CHECK(rss_of(m, m + len) == 0, "aligned: Rss %zu after, expected 0", rss_of(m, m + len));
+        CHECK(intact(m, len, 0), "aligned: reads back different bytes");
+
+        // two VMAs: a different hint on the first half splits the mapping
+        CHECK(madvise(m, len / 2, MADV_RANDOM) == 0, "madvise(MADV_RANDOM): %s", strerror(errno));
+        sum(m, len);
+        CHECK(rss_of(m, m + len) == len && n_vmas == 2, "two VMAs: %d mappings, Rss %zu", n_vmas, rss_of(m, m + len));
+        r = t2p_release_source(m, len);
+        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len, "two VMAs: status %d (%s), %zu bytes", r.status,
+              name(r.status), r.bytes);
+        CHECK(rss_of(m, m + len) == 0, "two VMAs: Rss %zu after, expected 0", rss_of(m, m + len));
+        CHECK(intact(m, len, 0), "two VMAs: reads back different bytes");
+        printf("  %-58s dropped, reads back intact\n", "aligned range; the same across two VMAs");
+
+        // a hole: the middle page unmapped
+        CHECK(munmap(m + (N_PAGES / 2) * PS, PS) == 0, "munmap: %s", strerror(errno));
+        sum(m, (N_PAGES / 2) * PS);
+        const size_t before = rss_of(m, m + (N_PAGES / 2) * PS);
+        r = t2p_release_source(m, len);
+        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "hole: status %d (%s)", r.status, name(r.status));
+        CHECK(rss_of(m, m + (N_PAGES / 2) * PS) == before, "hole: Rss changed");
+        printf("  %-58s kept (%s)\n", "a range with an unmapped page", name(r.status));
+        munmap(m, (N_PAGES / 2) * PS);
+        munmap(m + (N_PAGES / 2 + 1) * PS, (N_PAGES / 2 - 1) * PS);
+    }
+
+    // 2. anonymous memory: an mmap and a malloc (the --no-mmap staging buffer)
+    {
+        unsigned char * a = anon_isolated(len);
+        for (size_t i = 0; i < len; i++) {
+            a[i] = pattern(i);
+        }
+        expect_kept("anonymous private mapping", a, len, T2P_RELEASE_NOT_SHARED, a, len, 0);
+        mprotect(a, len, PROT_READ);
+        expect_kept("anonymous mapping made read-only", a, len, T2P_RELEASE_NOT_SHARED, a, len, 0);
+        anon_free(a, len);
+
+        unsigned char * h = (unsigned char *) malloc(4 * len);
+        for (size_t i = 0; i < 4 * len; i++) {
+            h[i] = pattern(i);
+        }
+        struct t2p_release_result r = t2p_release_source(h, 4 * len);
+        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "malloc: status %d (%s)", r.status, name(r.status));
+        CHECK(intact(h, 4 * len, 0), "malloc: the bytes changed");
+        printf("  %-58s kept (%s)\n", "malloc'ed buffer", name(r.status));
+        free(h);
+    }
+
+    // 3. private file mappings: read-only, and written then made read-only (copy-on-write pages)
+    {
+        unsigned char * p = map_file(PROT_READ, MAP_PRIVATE | MAP_POPULATE);
+        expect_kept("private read-only file mapping", p, len, T2P_RELEASE_NOT_SHARED, p, len, 0);
+        munmap(p, len);
+
+        p = map_file(PROT_READ | PROT_WRITE, MAP_PRIVATE);
+        for (size_t i = 0; i < len; i += 7) {
+            p[i] = (unsigned char) ~p[i];   // copy-on-write: these bytes exist only in this process
+        }
+        mprotect(p, len, PROT_READ);
+        const size_t before = rss_of(p, p + len);
+        struct t2p_release_result r = t2p_release_source(p, len);
+        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "private written: status %d (%s)", r.status, name(r.status));
+        int ok = 1;
+        for (size_t i = 0; i < len; i++) {
+            ok &= p[i] == (unsigned char) (i % 7 == 0 ? ~pattern(i) : pattern(i));
+        }
+        CHECK(ok, "private written: the copy-on-write bytes were lost");
+        CHECK(rss_of(p, p + len) == before, "private written: Rss changed");
+        printf("  %-58s kept (%s), written bytes intact\n", "private file mapping written, then read-only", name(r.status));
+        munmap(p, len);
+    }
+
+    // 4. a writable shared file mapping
+    {
+        unsigned char * w = map_file(PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE);
+        expect_kept("writable shared file mapping", w, len, T2P_RELEASE_NOT_SHARED, w, len, 0);
+        munmap(w, len);
+    }
+
+    // 5. a range that runs from a read-only shared file mapping into anonymous memory
+    {
+        unsigned char * base = anon_isolated(2 * len);
+        for (size_t i = len; i < 2 * len; i++) {
+            base[i] = pattern(i);
+        }
+        void * f = mmap(base, len, PROT_READ, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0);
+        CHECK(f == base, "mmap MAP_FIXED: %s", strerror(errno));
+        const size_t before = rss_of(base, base + 2 * len);
+        CHECK(before == 2 * len && n_vmas == 2, "file then anonymous: %d mappings, Rss %zu", n_vmas, before);
+        struct t2p_release_result r = t2p_release_source(base, 2 * len);
+        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "file then anonymous: status %d (%s)", r.status,
+              name(r.status));
+        CHECK(rss_of(base, base + 2 * len) == before, "file then anonymous: Rss %zu -> %zu", before,
+              rss_of(base, base + 2 * len));
+        CHECK(intact(base, 2 * len, 0), "file then anonymous: the bytes changed");
+        printf("  %-58s kept (%s)\n", "a file mapping followed by anonymous memory", name(r.status));
+        anon_free(base, 2 * len);
+    }
+
+    // 6. locked pages (--mlock): madvise refuses, nothing is dropped
+    {
+        unsigned char * m = map_file(PROT_READ, MAP_SHARED | MAP_POPULATE);
+        if (mlock(m, len) != 0) {
+            printf("  %-58s skipped (mlock: %s)\n", "mlock'ed shared file mapping", strerror(errno));
+        } else {
+            const size_t before = rss_of(m, m + len);
+            struct t2p_release_result r = t2p_release_source(m, len);
+            CHECK(r.status == T2P_RELEASE_REFUSED && r.error == EINVAL && r.bytes == 0,
+                  "mlock: status %d (%s), error %d, %zu bytes", r.status, name(r.status), r.error, r.bytes);
+            CHECK(rss_of(m, m + len) == before && before == len, "mlock: Rss %zu -> %zu", before, rss_of(m, m + len));
+            printf("  %-58s kept (%s: %s)\n", "mlock'ed shared file mapping", name(r.status), strerror(r.error));
+            munlock(m, len);
+        }
+        munmap(m, len);
+    }
+
+    // 7. nothing to do: less than a whole page inside, NULL
+    {
+        unsigned char * m = map_file(PROT_READ, MAP_SHARED | MAP_POPULATE);
+        expect_kept("a page's worth straddling two pages", m + 100, PS, T2P_RELEASE_TOO_SMALL, m, len, 100);
+        expect_kept("less than a page", m, PS - 1, T2P_RELEASE_TOO_SMALL, m, len, 0);
+        struct t2p_release_result r = t2p_release_source(NULL, len);
+        CHECK(r.status == T2P_RELEASE_TOO_SMALL && r.bytes == 0, "NULL: status %d", r.status);
+        munmap(m, len);
+    }
+
+    close(fd);
+    if (failures != 0) {
+        printf("release smoke: %d of %d checks FAILED\n", failures, checks);
+        return 1;
+    }
+    printf("release smoke: %d checks passed\n", checks);
+    return 0;
+}
+#endif
