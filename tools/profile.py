@@ -16,11 +16,15 @@ p..p+n-1 each time) in three modes, in an order that rotates from round to round
   nodes  the callback asks for every node (a norm together with the node after it, so that ggml-cpu's
          RMS_NORM+MUL fusion still runs): one compute per node, timed from ask to answer
 
-Per-node computes cost more than one graph compute: each one plans, forks and joins the threads,
-synchronizes and calls back. Nodes of empty ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE) do no work, so
-their computes measure that cost alone; the tool subtracts their median from every timed node, and
-shows what is left over (the corrected per-node sum against the light mode's graph time) as its own
-row, "distortion residual". The rows then add up to the whole-token time.
+Per-node computes cost more than one graph compute: each one is planned, forks and joins the
+threads (when its op runs on all of them), synchronizes and calls back. The tool subtracts from every
+timed node (1) the median time of the nodes of empty ops (VIEW, RESHAPE, PERMUTE, TRANSPOSE), which
+do no work, so their computes measure the scheduler's loop, a 1-thread plan and our callback, and
+(2) for ops that ggml-cpu runs on all threads, the extra cost of a compute on all threads over one on
+1 thread, which decode-profile measures on a graph of one 1-element ADD after every round. What the
+correction leaves over (the corrected per-node sum against the light mode's graph time) is its own row,
+"distortion residual", so the rows add up to the whole-token time. The lines under the table give the
+raw distortion: the whole token with per-node callbacks against without, per compute.
 
 Classes: ternary MUL_MAT (weights in the CPU_T2P buffer, or of type PQ2_0/PTQ1_0 in stock's), other
 weight MUL_MAT (e.g. a Q8_0 output matrix), attention (FLASH_ATTN_EXT; with --fa off the KQ and KQV
@@ -57,6 +61,13 @@ MATMUL_OPS = {"MUL_MAT", "MUL_MAT_ID"}
 TERNARY_TYPES = {"pq2_0", "ptq1_0"}
 NORM_OPS = {"RMS_NORM", "NORM", "L2_NORM", "GROUP_NORM"}
 CLASSES = ["ternary", "other_mm", "attention", "norm", "rope", "rest"]
+# ops that ggml-cpu computes on one thread whatever the thread count (ggml_get_n_tasks in the snapshot's
+# ggml-cpu.c): a graph of one of them alone is planned for 1 thread, so computing it alone costs no
+# thread fork/join
+SINGLE_TASK_OPS = {"GET_ROWS", "SET_ROWS", "SCALE", "SET", "CLAMP", "SUB", "SQR", "SQRT", "LOG", "SIN", "COS",
+                   "SUM", "SUM_ROWS", "MEAN", "ARGMAX", "REPEAT", "REPEAT_BACK", "LEAKY_RELU", "DIAG",
+                   "GET_ROWS_BACK", "ABS", "SGN", "NEG", "STEP", "TANH", "ELU", "RELU", "SIGMOID", "HARDSWISH",
+                   "HARDSIGMOID", "EXP", "SOFTPLUS", "EXPM1", "FLOOR", "CEIL", "ROUND", "TRUNC"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,10 +111,13 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def step_profile(nodes, flash, segs):
+def step_profile(nodes, flash, segs, fork_us=0.0):
     """One 'nodes' step: (per-class corrected µs, per-op µs of 'rest', per-compute cost µs, number of
     computes, raw per-node sum µs). The per-compute cost is the median time of the segments made of
-    empty ops only (0 when there are none); it is subtracted from every other segment."""
+    empty ops only (0 when there are none: the scheduler's loop, a 1-thread plan and compute, our
+    callback); it is subtracted from every other segment, and FORK_US (the extra cost of a compute on
+    all threads over one on 1 thread, measured by decode-profile) too from those whose op runs on all
+    threads."""
     empty = [us for first, last, us in segs if segment_owner(nodes, first, last) is None]
     cost = median(empty) if empty else 0.0
     per_class = dict.fromkeys(CLASSES, 0.0)
@@ -114,12 +128,22 @@ def step_profile(nodes, flash, segs):
         if owner is None:
             continue
         raw += us
+        op = nodes[owner]["op"]
         cls = classify(nodes[owner], flash)
-        per_class[cls] += us - cost
+        net = us - cost - (0.0 if op in SINGLE_TASK_OPS else fork_us)
+        per_class[cls] += net
         if cls == "rest":
-            op = nodes[owner]["op"]
-            rest_ops[op] = rest_ops.get(op, 0.0) + us - cost
+            rest_ops[op] = rest_ops.get(op, 0.0) + net
     return per_class, rest_ops, cost, len(segs), raw
+
+
+def fork_cost(run):
+    """The extra µs of one compute on the run's threads over one on 1 thread (median over its rounds;
+    0 when the run has no such measurement, or at 1 thread)."""
+    pairs = run.get("compute_cost_us") or []
+    if run.get("threads", 1) <= 1 or not pairs:
+        return 0.0
+    return max(0.0, median([n - one for one, n in pairs]))
 
 
 def same_graph(a, b):
@@ -142,7 +166,9 @@ def aggregate(runs):
     for m, ss in by_mode.items():
         if not ss:
             raise ValueError(f"no steps in mode '{m}'")
-    profs = [step_profile(nodes, flash, s["segs"]) for s in by_mode["nodes"]]
+    fork = median([fork_cost(r) for r in runs])
+    profs = [step_profile(nodes, flash, s["segs"], fork_cost(r)) for r in runs for s in r["steps"]
+             if s["mode"] == "nodes"]
     ms = lambda xs: median(xs) / 1000.0  # noqa: E731
     tok_none = ms([s["token_us"] for s in by_mode["none"]])
     tok_light = ms([s["token_us"] for s in by_mode["light"]])
@@ -167,7 +193,7 @@ def aggregate(runs):
         "token_nodes": tok_nodes, "graph": graph_light, "graph_nodes": graph_nodes,
         "before": ms([s["before_us"] for s in by_mode["light"]]),
         "after": ms([s["after_us"] for s in by_mode["light"]]),
-        "compute_cost_us": cost_us, "computes": computes, "raw_nodes": raw,
+        "compute_cost_us": cost_us, "fork_us": fork, "computes": computes, "raw_nodes": raw,
         "n_nodes": len(nodes), "n_ternary": len(tern),
         "n_t2p": sum(1 for n in tern if n.get("src0_buft") == "CPU_T2P"),
         "ternary_bytes": tern_bytes, "matmul_weight_bytes": mm_bytes,
@@ -222,7 +248,8 @@ def table(summaries, title_lines=()):
             f"{lab}: callback overhead: light {light:+.3f} ms/token ({pct(light, s['token']):+.1f}%); per-node "
             f"{per_node:+.3f} ms/token ({pct(per_node, s['token']):+.1f}%) over {s['computes']:.0f} computes = "
             f"{1000.0 * per_node / s['computes'] if s['computes'] else float('nan'):.1f} us each; empty-op computes "
-            f"measure {s['compute_cost_us']:.1f} us each (subtracted); per-node graph {s['graph_nodes']:.3f} ms raw "
+            f"measure {s['compute_cost_us']:.1f} us each, a thread fork/join {s['fork_us']:.1f} us more "
+            f"(both subtracted); per-node graph {s['graph_nodes']:.3f} ms raw "
             f"against {s['graph']:.3f} ms in one compute; residual after correction {s['residual']:+.3f} ms "
             f"({pct(s['residual'], s['graph']):+.1f}% of the graph)")
     return lines

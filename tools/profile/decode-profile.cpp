@@ -16,13 +16,16 @@
 //          the node after it, so that ggml-cpu's RMS_NORM+MUL fusion still happens): one compute per
 //          segment, timed from the segment's first ask to its answer. Segments of empty ops (VIEW,
 //          RESHAPE, PERMUTE, TRANSPOSE, NONE) do no work: their time is the cost of one compute
-//          (graph plan, thread fork/join, barrier, synchronize, callback), which profile.py subtracts.
+//          planned for 1 thread (scheduler loop, plan, synchronize, callback), which profile.py
+//          subtracts. After every round, compute_cost_us() times a one-op graph at 1 and at THREADS
+//          threads: the difference is a thread fork/join, which ops run on all threads pay on top.
 // Timing: steady_clock; a token is llama_decode + llama_synchronize.
 
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +46,7 @@ double us_since(clk::time_point a, clk::time_point b) {
 enum class Mode { none, light, nodes };
 
 struct NodeInfo {
+    int op_id = 0;
     std::string op, name, type, src0_name, src0_type, src0_buft, src1_type;
     bool src0_weights = false;
     size_t src0_bytes = 0;
@@ -64,7 +68,7 @@ struct Probe {
     bool any_ask = false;
     std::vector<Segment> segs;
     std::vector<NodeInfo> table;
-    std::vector<std::string> ops_seen;   // this step's op of each node, to check the graph is unchanged
+    std::vector<int> ops_seen;      // this step's ggml_op of each node, to check the graph is unchanged
     std::string error;
 
     void reset() {
@@ -73,6 +77,8 @@ struct Probe {
         any_ask = false;
         segs.clear();
         ops_seen.clear();
+        segs.reserve(4096);
+        ops_seen.reserve(8192);
     }
 };
 
@@ -82,6 +88,7 @@ bool is_norm(const ggml_tensor * t) {
 
 NodeInfo describe(const ggml_tensor * t) {
     NodeInfo n;
+    n.op_id = (int) t->op;
     n.op = ggml_op_desc(t);
     n.name = t->name;
     n.type = ggml_type_name(t->type);
@@ -107,27 +114,33 @@ NodeInfo describe(const ggml_tensor * t) {
 
 bool eval_cb(ggml_tensor * t, bool ask, void * user_data) {
     Probe & p = *static_cast<Probe *>(user_data);
-    const clk::time_point now = clk::now();
     if (ask) {
+        // the bookkeeping first, the clock last: a segment's time excludes this callback's own work
         const int idx = p.asked++;
-        if (!p.any_ask) {
-            p.first_ask = now;
-            p.any_ask = true;
-        }
-        if (p.seg_first < 0) {
-            p.seg_first = idx;
-            p.seg_start = now;
-        }
         if (p.learning) {
             p.table.push_back(describe(t));
         }
+        bool need;
         if (p.mode == Mode::nodes) {
-            p.ops_seen.emplace_back(ggml_op_desc(t));
-            return !is_norm(t);
+            p.ops_seen.push_back((int) t->op);
+            need = !is_norm(t);
+        } else {
+            need = idx == p.n_nodes - 1;      // light: only the last node
         }
-        return idx == p.n_nodes - 1;       // light: only the last node
+        if (p.seg_first < 0) {
+            p.seg_first = idx;
+            if (p.mode == Mode::nodes || !p.any_ask) {
+                p.seg_start = clk::now();     // light mode reads the clock at its first ask only
+            }
+            if (!p.any_ask) {
+                p.first_ask = p.seg_start;
+                p.any_ask = true;
+            }
+        }
+        return need;
     }
     // the answer: the scheduler computed nodes seg_first .. asked-1 and synchronized
+    const clk::time_point now = clk::now();
     p.last_answer = now;
     p.segs.push_back({p.seg_first, p.asked - 1, us_since(p.seg_start, now)});
     p.seg_first = -1;
@@ -149,6 +162,41 @@ std::string json_str(const std::string & s) {
         }
     }
     return o + "\"";
+}
+
+// The cost of one compute on the CPU backend with THREADS threads, without the scheduler: the median
+// of many computes of a graph of one 1-element ADD (an op ggml-cpu runs on all threads, so the threads
+// fork, join and meet at a barrier, as for a real op computed alone), in µs; -1 when no CPU backend.
+double compute_cost_us(int threads) {
+    ggml_backend_t cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
+    if (!cpu) {
+        return -1;
+    }
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(ggml_backend_get_device(cpu));
+    auto set_n = (ggml_backend_set_n_threads_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    if (set_n) {
+        set_n(cpu, threads);
+    }
+    ggml_init_params ip = {1 << 20, nullptr, false};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+    ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+    *(float *) a->data = 1.0f;
+    *(float *) b->data = 2.0f;
+    ggml_cgraph * gf = ggml_new_graph_custom(ctx, 8, false);
+    ggml_build_forward_expand(gf, ggml_add(ctx, a, b));
+    std::vector<double> t;
+    for (int i = 0; i < 2200; i++) {
+        const clk::time_point t0 = clk::now();
+        ggml_backend_graph_compute(cpu, gf);
+        if (i >= 200) {
+            t.push_back(us_since(t0, clk::now()));
+        }
+    }
+    ggml_free(ctx);
+    ggml_backend_free(cpu);
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
 }
 
 void usage(const char * argv0) {
@@ -298,6 +346,7 @@ int main(int argc, char ** argv) {
     }
 
     std::string steps_json;
+    std::vector<std::pair<double, double>> calib;   // per round: one compute's cost at 1 and at THREADS threads
     int graph_changes = 0;
     for (int r = 0; r < a.rounds; r++) {
         for (size_t mi = 0; mi < modes.size(); mi++) {
@@ -324,7 +373,7 @@ int main(int argc, char ** argv) {
                 }
                 if (m == Mode::nodes) {
                     for (int k = 0; k < probe.n_nodes; k++) {
-                        if (probe.ops_seen[k] != probe.table[k].op) {
+                        if (probe.ops_seen[k] != probe.table[k].op_id) {
                             graph_changes++;
                             break;
                         }
@@ -341,6 +390,7 @@ int main(int argc, char ** argv) {
             }
             rewind(ctx);
         }
+        calib.push_back({compute_cost_us(1), compute_cost_us(a.threads)});
     }
     if (graph_changes) {
         fprintf(stderr, "decode-profile: the graph's ops changed in %d steps; the node table does not fit them\n",
@@ -367,6 +417,10 @@ int main(int argc, char ** argv) {
                 (long long) n.ne[0], (long long) n.ne[1], (long long) n.ne[2], (long long) n.ne[3],
                 json_str(n.src0_name).c_str(), json_str(n.src0_type).c_str(), json_str(n.src0_buft).c_str(),
                 n.src0_weights ? "true" : "false", n.src0_bytes, json_str(n.src1_type).c_str());
+    }
+    fprintf(f, "],\n\"compute_cost_us\":[");
+    for (size_t k = 0; k < calib.size(); k++) {
+        fprintf(f, "%s[%.3f,%.3f]", k ? "," : "", calib[k].first, calib[k].second);
     }
     fprintf(f, "],\n\"steps\":[\n%s]}\n", steps_json.c_str());
     fclose(f);
