@@ -364,9 +364,11 @@ def parser():
     ap.add_argument("--fa", choices=["on", "off", "auto"], default="auto",
                     help="flash attention (default auto, as llama-bench: on for the CPU)")
     ap.add_argument("--mmap", action="store_true", help="load with mmap (default: no mmap, as tools/ab.py)")
-    ap.add_argument("--work", metavar="DIR", help="where decode-profile is compiled (default: the cache folder's profile/)")
+    ap.add_argument("--work", metavar="DIR",
+                    help="where decode-profile is compiled (default: the cache folder's profile/)")
     ap.add_argument("--out", metavar="DIR", help="keep each run's JSON and log there (default: a temporary folder)")
-    ap.add_argument("--from-json", nargs="+", metavar="FILE", help="print the tables of runs kept with --out; runs nothing")
+    ap.add_argument("--from-json", nargs="+", metavar="FILE",
+                    help="print the tables of runs kept with --out; runs nothing")
     return ap
 
 
@@ -459,8 +461,12 @@ def run(argv):
                     secs = tc.run_checked(TOOL, f"{c} ({t} threads)", cmd, env, log)
                     if secs is None:
                         return 1, None
-                    with open(path, encoding="utf-8") as f:
-                        r = json.load(f)
+                    try:
+                        with open(path, encoding="utf-8") as f:
+                            r = json.load(f)
+                    except (OSError, ValueError) as e:
+                        tc.say(TOOL, f"{c} ({t} threads): no readable JSON from decode-profile in {path}: {e}")
+                        return 1, None
                     r["config"] = c
                     r["load"] = load1
                     r["t2p"] = tc.plugin_state(tc.read_text(log))[1]
