@@ -357,6 +357,9 @@ def parser():
     ap.add_argument("-p", type=int, default=16, metavar="N", help="prompt tokens before the steps (default 16)")
     ap.add_argument("-n", type=int, default=8, metavar="N", help="decode steps per mode and round (default 8)")
     ap.add_argument("--rounds", type=int, default=2, metavar="N", help="rounds per run (default 2)")
+    ap.add_argument("--warmup", type=int, default=8, metavar="N",
+                    help="decode steps per context before the rounds, not timed (default 8: the first steps "
+                         "after a load run slower)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="runs per configuration and thread count, interleaved (default 1)")
     ap.add_argument("--configs", default="stock,ours", metavar="LIST",
@@ -413,7 +416,7 @@ def run(argv):
     tc.file_arg(ap, "-m", args.model)
     threads = parse_threads(ap, args.t)
     for name, v, low in (("-p", args.p, 1), ("-n", args.n, 1), ("--rounds", args.rounds, 1),
-                         ("--repeat", args.repeat, 1)):
+                         ("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1)):
         if v < low:
             ap.error(f"{name} must be at least {low}")
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -451,7 +454,8 @@ def run(argv):
                     path = os.path.join(out, stem + ".json")
                     log = os.path.join(out, stem + ".log")
                     cmd = [exe, "-m", model, "-o", path, "-t", str(t), "-p", str(args.p), "-n", str(args.n),
-                           "-r", str(args.rounds), "--fa", args.fa, "--mmap", "1" if args.mmap else "0"]
+                           "-r", str(args.rounds), "-w", str(args.warmup), "--fa", args.fa,
+                           "--mmap", "1" if args.mmap else "0"]
                     env = CONFIGS[c]
                     try:
                         load1 = os.getloadavg()[0]

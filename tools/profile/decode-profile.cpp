@@ -201,7 +201,7 @@ double compute_cost_us(int threads) {
 
 void usage(const char * argv0) {
     fprintf(stderr,
-            "usage: %s -m MODEL.gguf -o OUT.json [-t THREADS] [-p PROMPT_TOKENS] [-n STEPS] [-r ROUNDS]\n"
+            "usage: %s -m MODEL.gguf -o OUT.json [-t THREADS] [-p PROMPT_TOKENS] [-n STEPS] [-r ROUNDS] [-w WARMUP]\n"
             "          [--fa on|off|auto] [--mmap 0|1] [--modes none,light,nodes] [--seed N]\n"
             "Not meant to be run by hand: tools/profile.py builds and runs it.\n",
             argv0);
@@ -209,7 +209,7 @@ void usage(const char * argv0) {
 
 struct Args {
     std::string model, out, fa = "auto", modes = "none,light,nodes";
-    int threads = 1, n_prompt = 16, n_gen = 8, rounds = 2, mmap = 0;
+    int threads = 1, n_prompt = 16, n_gen = 8, rounds = 2, mmap = 0, warmup = 8;
     unsigned seed = 42;
 };
 
@@ -227,6 +227,7 @@ bool parse(int argc, char ** argv, Args & a) {
         else if (k == "-p") a.n_prompt = atoi(v);
         else if (k == "-n") a.n_gen = atoi(v);
         else if (k == "-r") a.rounds = atoi(v);
+        else if (k == "-w") a.warmup = atoi(v);
         else if (k == "--fa") a.fa = v;
         else if (k == "--mmap") a.mmap = atoi(v);
         else if (k == "--modes") a.modes = v;
@@ -237,6 +238,7 @@ bool parse(int argc, char ** argv, Args & a) {
         }
     }
     if (a.model.empty() || a.out.empty() || a.threads < 1 || a.n_prompt < 1 || a.n_gen < 1 || a.rounds < 1 ||
+        a.warmup < 1 ||
         (a.fa != "on" && a.fa != "off" && a.fa != "auto")) {
         fprintf(stderr, "decode-profile: bad arguments\n");
         return false;
@@ -331,14 +333,25 @@ int main(int argc, char ** argv) {
         llama_memory_seq_rm(llama_get_memory(ctx), 0, a.n_prompt, -1);
     };
 
-    // warm-up: one step per context (not recorded); the probed one learns the graph's nodes
-    step(plain);
-    rewind(plain);
+    // warm-up: WARMUP steps per context, not recorded (the first steps after a load run slower); the
+    // probed context's first step learns the graph's nodes
     probe.mode = Mode::nodes;
     probe.learning = true;
     step(probed);
     probe.learning = false;
     probe.n_nodes = (int) probe.table.size();
+    probe.mode = Mode::light;
+    for (int i = 0; i < a.warmup; i++) {
+        if (i + 1 < a.warmup) {
+            step(probed);
+        }
+        step(plain);
+        if ((i + 1) % a.n_gen == 0) {
+            rewind(plain);
+            rewind(probed);
+        }
+    }
+    rewind(plain);
     rewind(probed);
     if (probe.n_nodes == 0) {
         fprintf(stderr, "decode-profile: the callback saw no nodes\n");
@@ -406,9 +419,10 @@ int main(int argc, char ** argv) {
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
     fprintf(f, "{\"format\":1,\"model\":%s,\"desc\":%s,\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"rounds\":%d,"
-               "\"fa\":%s,\"mmap\":%d,\"model_bytes\":%llu,\"prompt_us\":[%.1f,%.1f],\n\"nodes\":[\n",
+               "\"warmup\":%d,\"fa\":%s,\"mmap\":%d,\"model_bytes\":%llu,\"prompt_us\":[%.1f,%.1f],\n\"nodes\":[\n",
             json_str(a.model).c_str(), json_str(desc).c_str(), a.threads, a.n_prompt, a.n_gen, a.rounds,
-            json_str(a.fa).c_str(), a.mmap, (unsigned long long) llama_model_size(model), prompt_us[0], prompt_us[1]);
+            a.warmup, json_str(a.fa).c_str(), a.mmap, (unsigned long long) llama_model_size(model), prompt_us[0],
+            prompt_us[1]);
     for (size_t k = 0; k < probe.table.size(); k++) {
         const NodeInfo & n = probe.table[k];
         fprintf(f, "%s{\"op\":%s,\"name\":%s,\"type\":%s,\"ne\":[%lld,%lld,%lld,%lld],\"src0\":%s,\"src0_type\":%s,"
