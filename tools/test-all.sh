@@ -174,9 +174,10 @@ done
 for t in tools/*.sh; do bash "$t" --help >/dev/null || { echo "test-all: bash $t --help failed" >&2; false; }; done
 pass
 
-begin "ppl-check verdict, tools and peers (tests/test_ppl_check.py, test_tools.py, test_peers.py)"
+begin "ppl-check verdict, tools, profile and peers (tests/test_ppl_check.py, test_tools.py, test_profile.py, test_peers.py)"
 PYTHONDONTWRITEBYTECODE=1 python3 tests/test_ppl_check.py
 PYTHONDONTWRITEBYTECODE=1 python3 tests/test_tools.py
+PYTHONDONTWRITEBYTECODE=1 python3 tests/test_profile.py
 PYTHONDONTWRITEBYTECODE=1 python3 tests/test_peers.py
 pass
 
