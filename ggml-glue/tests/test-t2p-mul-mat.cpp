@@ -3,10 +3,13 @@
 // test-backend-ops never places weights in extra buffer types, so this program does it itself:
 // it finds CPU_T2P through the public backend registry, stores random PQ2_0 weights (all four codes,
 // random fp16 scales) in it and the same bytes in a plain CPU buffer, and runs MUL_MAT through
-// ggml_backend_graph_compute for many batch widths, K values and thread counts. It checks
+// ggml_backend_graph_compute for many batch widths, K values and thread counts. Where the host ggml
+// also has PTQ1_0 (type 143: the fork's newer branches, or a tree made by tools/ptq1-tree.py), the
+// same runs follow with random PTQ1_0 weights (every byte value, non-canonical ones included, in qs
+// and qh; random fp16 scales). It checks
 //  (a) CPU_T2P output == the library's scalar reference (GGML_T2P_KERNEL_REF on its own repack, fed
 //      with ggml's Q8_K quantization of the zero-padded columns), bit for bit;
-//  (b) stock output (PQ2_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
+//  (b) stock output (PQ2_0 / PTQ1_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
 //      activation quantizers' step sizes (see stock_bound below).
 // Where the plugin declines (no SIMD level, GGML_T2P=0) only (b) runs, and the program checks that the
 // buffer type is absent as expected. On a ggml without PQ2_0 (type 142; every fork branch but
@@ -36,9 +39,24 @@
 
 namespace {
 
-constexpr int64_t QK          = 128;   // weights per PQ2_0 block
-constexpr size_t  PQ2_0_BYTES = 34;
-constexpr auto    TYPE_PQ2_0  = static_cast<ggml_type>(GGML_T2P_TYPE_PQ2_0);
+constexpr int64_t QK           = 128;   // weights per PQ2_0 / PTQ1_0 block
+constexpr size_t  PQ2_0_BYTES  = 34;
+constexpr size_t  PTQ1_0_BYTES = 28;
+constexpr auto    TYPE_PQ2_0   = static_cast<ggml_type>(GGML_T2P_TYPE_PQ2_0);
+constexpr auto    TYPE_PTQ1_0  = static_cast<ggml_type>(GGML_T2P_TYPE_PTQ1_0);
+
+// Digit n (0..4) of a PTQ1_0 byte b, 0..2 (NOTES.md section 1): ((uint8_t)(b * 3^n) * 3) >> 8.
+int ptq1_0_digit(uint8_t b, int n) {
+    static const uint8_t pow3[5] = { 1, 3, 9, 27, 81 };
+    return ((uint8_t) (b * pow3[n]) * 3) >> 8;
+}
+
+// Digit of element e (0..127) of a PTQ1_0 block.
+int ptq1_0_element(const uint8_t * blk, int e) {
+    if (e < 80) return ptq1_0_digit(blk[e % 16], e / 16);
+    if (e < 120) return ptq1_0_digit(blk[16 + (e - 80) % 8], (e - 80) / 8);
+    return ptq1_0_digit(blk[24 + (e - 120) % 2], (e - 120) / 2);
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -62,20 +80,44 @@ int g_failures = 0;
 // Random data.
 
 struct weight_matrix {
+    int32_t              type = GGML_T2P_TYPE_PQ2_0;   // or GGML_T2P_TYPE_PTQ1_0
     int64_t              rows = 0, k = 0;
-    std::vector<uint8_t> bytes;   // PQ2_0, row-major
+    std::vector<uint8_t> bytes;   // PQ2_0 or PTQ1_0, row-major
     std::vector<float>   absw;    // |weight| per element, for the stock bound
 };
 
-weight_matrix make_weights(std::mt19937 & rng, int64_t rows, int64_t k) {
+weight_matrix make_weights(std::mt19937 & rng, int64_t rows, int64_t k, int32_t type = GGML_T2P_TYPE_PQ2_0) {
     weight_matrix w;
+    w.type = type;
     w.rows = rows;
     w.k    = k;
     const int64_t nb = k / QK;
-    w.bytes.resize((size_t) (rows * nb) * PQ2_0_BYTES);
     w.absw.resize((size_t) (rows * k));
     std::uniform_real_distribution<float> mag(0.002f, 0.05f);
     std::uniform_int_distribution<int>    pct(0, 99);
+    if (type == GGML_T2P_TYPE_PTQ1_0) {
+        // Any byte is a valid PTQ1_0 byte (its digits are 0..2); the fork's quantizer writes only some.
+        w.bytes.resize((size_t) (rows * nb) * PTQ1_0_BYTES);
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t b = 0; b < nb; ++b) {
+                uint8_t * blk = w.bytes.data() + (size_t) (r * nb + b) * PTQ1_0_BYTES;
+                const int p   = pct(rng);
+                for (int j = 0; j < 26; ++j) {
+                    blk[j] = (uint8_t) (p < 3 ? 128 : byte(rng));   // 128: five zero digits
+                }
+                float d = p < 1 ? 0.0f : (p < 12 ? -mag(rng) : mag(rng));
+                const ggml_fp16_t h = ggml_fp32_to_fp16(d);
+                std::memcpy(blk + 26, &h, 2);
+                d = std::fabs(ggml_fp16_to_fp32(h));
+                for (int e = 0; e < 128; ++e) {
+                    w.absw[(size_t) (r * k + b * QK + e)] = (float) std::abs(ptq1_0_element(blk, e) - 1) * d;
+                }
+            }
+        }
+        return w;
+    }
+    w.bytes.resize((size_t) (rows * nb) * PQ2_0_BYTES);
     for (int64_t r = 0; r < rows; ++r) {
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t * blk = w.bytes.data() + (size_t) (r * nb + b) * PQ2_0_BYTES;
@@ -124,10 +166,10 @@ struct reference {
 
     explicit reference(const weight_matrix & w) : rows(w.rows), k(w.k) {
         size_t size = 0;
-        int32_t st  = ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, rows, k, &size);
+        int32_t st  = ggml_t2p_repacked_size(w.type, GGML_T2P_LAYOUT_T2P, rows, k, &size);
         CHECK(st == GGML_T2P_OK, "repacked_size: %s", ggml_t2p_status_string(st));
         packed.resize(size);
-        st = ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, GGML_T2P_LAYOUT_T2P, w.bytes.data(), w.bytes.size(), rows, k,
+        st = ggml_t2p_repack(w.type, GGML_T2P_LAYOUT_T2P, w.bytes.data(), w.bytes.size(), rows, k,
                              packed.data(), packed.size());
         CHECK(st == GGML_T2P_OK, "repack: %s", ggml_t2p_status_string(st));
     }
@@ -265,13 +307,14 @@ struct placed_weights {
     placed_weights(const env_t & env, const weight_matrix & w) {
         const ggml_init_params ip = { 2 * ggml_tensor_overhead(), nullptr, true };
         ctx_s                     = ggml_init(ip);
-        ws                        = ggml_new_tensor_2d(ctx_s, TYPE_PQ2_0, w.k, w.rows);
+        const auto wtype          = static_cast<ggml_type>(w.type);
+        ws                        = ggml_new_tensor_2d(ctx_s, wtype, w.k, w.rows);
         ggml_set_name(ws, "w_stock");
         buf_s = ggml_backend_alloc_ctx_tensors_from_buft(ctx_s, ggml_backend_cpu_buffer_type());
         ggml_backend_tensor_set(ws, w.bytes.data(), 0, w.bytes.size());
         if (env.t2p != nullptr) {
             ctx_t = ggml_init(ip);
-            wt    = ggml_new_tensor_2d(ctx_t, TYPE_PQ2_0, w.k, w.rows);
+            wt    = ggml_new_tensor_2d(ctx_t, wtype, w.k, w.rows);
             ggml_set_name(wt, "w_t2p");
             buf_t = ggml_backend_alloc_ctx_tensors_from_buft(ctx_t, env.t2p);
             CHECK(buf_t != nullptr, "allocating in CPU_T2P failed");
@@ -353,9 +396,9 @@ void run_case(const env_t & env, const weight_matrix & w, const placed_weights &
                     ++bad;
                 }
             }
-            CHECK(bad == 0, "t2p != reference: k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 " threads=%d: %" PRId64
+            CHECK(bad == 0, "t2p != reference: type %d k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 " threads=%d: %" PRId64
                   " mismatches, first at col %" PRId64 " row %" PRId64 ": %.9g vs %.9g",
-                  w.k, rows, n1, n2, nt, bad, first / rows, first % rows, bad ? out[(size_t) first] : 0.0, bad ? yr[(size_t) first] : 0.0);
+                  (int) w.type, w.k, rows, n1, n2, nt, bad, first / rows, first % rows, bad ? out[(size_t) first] : 0.0, bad ? yr[(size_t) first] : 0.0);
             ++tot.cases_bitwise;
         }
     }
@@ -380,8 +423,8 @@ void run_case(const env_t & env, const weight_matrix & w, const placed_weights &
         max_ref   = std::max(max_ref, std::fabs((double) yr[i]));
         over += !(diff <= bound[i]);   // NaN counts as over
     }
-    CHECK(over == 0, "stock outside the bound: k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 ": %" PRId64 " elements, max ratio %.3g",
-          w.k, rows, n1, n2, over, max_ratio);
+    CHECK(over == 0, "stock outside the bound: type %d k=%" PRId64 " rows=%" PRId64 " cols=%" PRId64 "x%" PRId64 ": %" PRId64 " elements, max ratio %.3g",
+          (int) w.type, w.k, rows, n1, n2, over, max_ratio);
     ++tot.cases_stock;
     tot.max_abs   = std::max(tot.max_abs, max_abs);
     tot.max_ratio = std::max(tot.max_ratio, max_ratio);
@@ -419,6 +462,8 @@ bool placement_accepts(const env_t & env, ggml_type wtype, int64_t k, int64_t ro
     return ok;
 }
 
+bool host_has_ptq1();
+
 void check_placement(const env_t & env) {
     int n = 0;
     ++n;
@@ -439,6 +484,16 @@ void check_placement(const env_t & env) {
     CHECK(!placement_accepts(env, GGML_TYPE_Q4_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "Q4_0 accepted");
     ++n;
     CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true), "GET_ROWS accepted");
+    if (host_has_ptq1()) {
+        ++n;
+        CHECK(placement_accepts(env, TYPE_PTQ1_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "PTQ1_0 896x64 declined");
+        ++n;
+        CHECK(placement_accepts(env, TYPE_PTQ1_0, 4864, 896, GGML_TYPE_F32, 1, 1, false, false), "PTQ1_0 4864x896 declined");
+        ++n;
+        CHECK(!placement_accepts(env, TYPE_PTQ1_0, 896, 6, GGML_TYPE_F32, 512, 1, false, false), "PTQ1_0 rows %% 4 != 0 accepted");
+        ++n;
+        CHECK(!placement_accepts(env, TYPE_PTQ1_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true), "PTQ1_0 GET_ROWS accepted");
+    }
     std::printf("placement checks: %d\n", n);
 }
 
@@ -452,6 +507,10 @@ bool host_has_type(int id, int64_t blck, size_t size) {
 
 bool host_has_pq2() {
     return host_has_type(GGML_T2P_TYPE_PQ2_0, 128, PQ2_0_BYTES);
+}
+
+bool host_has_ptq1() {
+    return host_has_type(GGML_T2P_TYPE_PTQ1_0, 128, PTQ1_0_BYTES);
 }
 
 bool plugin_expected() {
@@ -526,6 +585,7 @@ int main(int argc, char ** argv) {
         int64_t              rows, k;
         std::vector<int64_t> widths;
         std::vector<int>     threads;
+        int32_t              type = GGML_T2P_TYPE_PQ2_0;
     };
     const std::vector<int64_t> some      = { 1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 31, 33, 64, 70 };
     const std::vector<int64_t> few       = { 1, 3, 4, 8, 70 };
@@ -541,27 +601,46 @@ int main(int argc, char ** argv) {
         { 4100, 5120,  { 1, 8 },                    { 3 } },
         { 896,  4864,  few,                         { 2 } },      // Qwen2.5-0.5B ffn_down
     };
+    // PTQ1_0 (where this ggml has type 143): the same paths with fewer widths.
+    const std::vector<shape> shapes_ptq1 = {
+        { 64,   896,   some,                        { 1, 3 }, GGML_T2P_TYPE_PTQ1_0 },
+        { 64,   5120,  quick ? few : some,          { 1, 3 }, GGML_T2P_TYPE_PTQ1_0 },
+        { 64,   128,   few,                         { 1, 2 }, GGML_T2P_TYPE_PTQ1_0 },
+        { 32,   640,   few,                         { 1, 4 }, GGML_T2P_TYPE_PTQ1_0 },
+        { 4100, 896,   few,                         { 1, 4 }, GGML_T2P_TYPE_PTQ1_0 },
+        { 896,  4864,  few,                         { 2 },    GGML_T2P_TYPE_PTQ1_0 },
+    };
+    std::vector<shape> all_shapes = shapes;
+    if (host_has_ptq1()) {
+        all_shapes.insert(all_shapes.end(), shapes_ptq1.begin(), shapes_ptq1.end());
+    } else {
+        std::printf("this ggml has no PTQ1_0 (type %d): PTQ1_0 cases skipped\n", GGML_T2P_TYPE_PTQ1_0);
+    }
 
     std::mt19937 rng(20240607);
     totals       all;
-    for (const shape & s : shapes) {
+    int64_t ptq1_bitwise = 0;
+    for (const shape & s : all_shapes) {
         const auto    t0 = clock_type::now();
         totals        tot;
-        weight_matrix w  = make_weights(rng, s.rows, s.k);
+        weight_matrix w  = make_weights(rng, s.rows, s.k, s.type);
         placed_weights pw(env, w);
         reference      ref(w);
         for (int64_t n : s.widths) {
             run_case(env, w, pw, ref, n, 1, s.threads, rng, tot);
         }
-        if (s.rows == 64 && s.k == 896) {   // src1 with more dims: a 2-D weight broadcasts; an empty batch
+        if (s.rows == 64 && s.k == 896 && s.type == GGML_T2P_TYPE_PQ2_0) {   // src1 with more dims: a 2-D weight broadcasts; an empty batch
             run_case(env, w, pw, ref, 0, 1, { 1, 3 }, rng, tot);
             run_case(env, w, pw, ref, 5, 3, { 1, 3 }, rng, tot);
             run_case(env, w, pw, ref, 1, 2, { 2 }, rng, tot);
         }
-        std::printf("rows %5" PRId64 " k %5" PRId64 ": %4" PRId64 " bitwise runs, %3" PRId64
+        if (s.type == GGML_T2P_TYPE_PTQ1_0) {
+            ptq1_bitwise += tot.cases_bitwise;
+        }
+        std::printf("%-6s rows %5" PRId64 " k %5" PRId64 ": %4" PRId64 " bitwise runs, %3" PRId64
                     " stock runs; stock vs ref max|diff| %.3g, max|diff|/max|ref| %.2e, max diff/bound %.3f; "
                     "t2p %.2fs stock %.2fs ref %.2fs bound %.2fs, total %.1fs\n",
-                    s.rows, s.k, tot.cases_bitwise, tot.cases_stock, tot.max_abs, tot.max_rel, tot.max_ratio, tot.t_t2p,
+                    s.type == GGML_T2P_TYPE_PTQ1_0 ? "PTQ1_0" : "PQ2_0", s.rows, s.k, tot.cases_bitwise, tot.cases_stock, tot.max_abs, tot.max_rel, tot.max_ratio, tot.t_t2p,
                     tot.t_stock, tot.t_ref, tot.t_bound, seconds_since(t0));
         std::fflush(stdout);
         all.cases_bitwise += tot.cases_bitwise;
@@ -571,9 +650,9 @@ int main(int argc, char ** argv) {
         all.max_ratio = std::max(all.max_ratio, tot.max_ratio);
     }
 
-    std::printf("%s: %" PRId64 " bitwise cases (t2p == ref), %" PRId64
+    std::printf("%s: %" PRId64 " bitwise cases (t2p == ref; %" PRId64 " of them PTQ1_0), %" PRId64
                 " stock cases (max|diff| %.3g, max rel %.2e, max diff/bound %.3f), %d failures, %.1f s\n",
-                g_failures == 0 ? "PASS" : "FAIL", all.cases_bitwise, all.cases_stock, all.max_abs, all.max_rel,
+                g_failures == 0 ? "PASS" : "FAIL", all.cases_bitwise, ptq1_bitwise, all.cases_stock, all.max_abs, all.max_rel,
                 all.max_ratio, g_failures, seconds_since(t_start));
     ggml_backend_free(env.backend);
     return g_failures == 0 ? 0 : 1;
