@@ -189,7 +189,10 @@ def ik_binaries(args):
     return built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "ik-build.log"),
                           ["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                            "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
-                           "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF"])
+                           "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                           # flash attention for every KV-cache type: many large files, and llama-bench's
+                           # default F16 cache does not need them
+                           "-DGGML_IQK_FA_ALL_QUANTS=OFF"])
 
 
 def cpu_levels():
