@@ -71,6 +71,28 @@ pub(crate) trait Isa {
     unsafe fn store(p: *mut f32, v: Self::F);
 }
 
+/// Word `w` (0..8) of block `b` for its vector of rows `h`: decoded once, then every column's four
+/// broadcast activation groups accumulated into that column's `row[c]`.
+///
+/// # Safety
+/// As [`tile`]: the level's features are available; `w < 8`, `h < 16 / LANES`, and every `a[c]`
+/// is an element of the validated pack.
+#[inline(always)]
+unsafe fn word<I: Isa, const NC: usize>(row: &mut [I::Acc; NC], b: &BlockX16, a: &[&Q8Half; NC], w: usize, h: usize) {
+    // SAFETY: the word's bytes lie inside block `b`, the activation groups inside `a[c]` (16 bytes
+    // of word `w` of 128), by the caller's bounds.
+    unsafe {
+        let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
+        for (c, x) in row.iter_mut().enumerate() {
+            let p = a[c].qs.as_ptr().add(16 * w);
+            I::dot::<0>(x, s[0], I::bcast(p));
+            I::dot::<1>(x, s[1], I::bcast(p.add(4)));
+            I::dot::<2>(x, s[2], I::bcast(p.add(8)));
+            I::dot::<3>(x, s[3], I::bcast(p.add(12)));
+        }
+    }
+}
+
 /// One tile: row tile `t` (16 rows, `R = 16 / LANES` vectors) x columns `c0 .. c0 + NC`.
 ///
 /// # Safety
@@ -108,17 +130,8 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
                 let mut odd = [[I::acc_new(0); NC]; R];
                 for wp in 0..core::hint::black_box(4usize) {
                     for (h, (row, row_odd)) in acc.iter_mut().zip(odd.iter_mut()).enumerate() {
-                        for (j, dst) in [row, row_odd].into_iter().enumerate() {
-                            let w = 2 * wp + j;
-                            let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
-                            for (c, x) in dst.iter_mut().enumerate() {
-                                let p = a[c].qs.as_ptr().add(16 * w);
-                                I::dot::<0>(x, s[0], I::bcast(p));
-                                I::dot::<1>(x, s[1], I::bcast(p.add(4)));
-                                I::dot::<2>(x, s[2], I::bcast(p.add(8)));
-                                I::dot::<3>(x, s[3], I::bcast(p.add(12)));
-                            }
-                        }
+                        word::<I, NC>(row, b, &a, 2 * wp, h);
+                        word::<I, NC>(row_odd, b, &a, 2 * wp + 1, h);
                     }
                 }
                 for (row, row_odd) in acc.iter_mut().zip(odd.iter()) {
@@ -129,14 +142,7 @@ unsafe fn tile<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, 
             } else {
                 for w in 0..core::hint::black_box(8usize) {
                     for (h, row) in acc.iter_mut().enumerate() {
-                        let s = I::slots(I::load(b.qs[w].as_ptr().add(4 * I::LANES * h)));
-                        for (c, x) in row.iter_mut().enumerate() {
-                            let p = a[c].qs.as_ptr().add(16 * w);
-                            I::dot::<0>(x, s[0], I::bcast(p));
-                            I::dot::<1>(x, s[1], I::bcast(p.add(4)));
-                            I::dot::<2>(x, s[2], I::bcast(p.add(8)));
-                            I::dot::<3>(x, s[3], I::bcast(p.add(12)));
-                        }
+                        word::<I, NC>(row, b, &a, w, h);
                     }
                 }
             }
