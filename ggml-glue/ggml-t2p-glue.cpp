@@ -66,6 +66,24 @@ const char * env_value(const char * name) {
     return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
+// An on/off environment variable: false for 0/off/false/no, true for 1/on/true/yes; unset, empty
+// or anything else gives true (the default of every such variable here), with a warning for the
+// last.
+bool env_on(const char * name) {
+    const char * v = env_value(name);
+    if (v == nullptr) {
+        return true;
+    }
+    const std::string s = v;
+    if (s == "0" || s == "off" || s == "false" || s == "no") {
+        return false;
+    }
+    if (!(s == "1" || s == "on" || s == "true" || s == "yes")) {
+        GGML_LOG_WARN("ggml-t2p: unknown %s=%s (expected 0 or 1), using 1\n", name, v);
+    }
+    return true;
+}
+
 // Whether the host ggml's type `id` is the ternary type we expect (block size and bytes per block):
 // an unrelated type that reuses the id, or an older meaning of it, is left to stock code.
 bool host_type_is(int id, int64_t blck, size_t size, const char * what) {
@@ -124,15 +142,9 @@ t2p_config make_config() {
     t2p_config cfg;
 
     // GGML_T2P: on unless 0/off/false/no.
-    if (const char * v = env_value("GGML_T2P")) {
-        const std::string s = v;
-        if (s == "0" || s == "off" || s == "false" || s == "no") {
-            GGML_LOG_INFO("ggml-t2p: disabled (GGML_T2P=%s)\n", v);
-            return cfg;
-        }
-        if (!(s == "1" || s == "on" || s == "true" || s == "yes")) {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P=%s (expected 0 or 1), using 1\n", v);
-        }
+    if (!env_on("GGML_T2P")) {
+        GGML_LOG_INFO("ggml-t2p: disabled (GGML_T2P=%s)\n", env_value("GGML_T2P"));
+        return cfg;
     }
 
     if (ggml_t2p_abi_version() != GGML_T2P_ABI_VERSION) {
@@ -223,14 +235,7 @@ t2p_config make_config() {
 
     // GGML_T2P_RELEASE_SOURCE: 1 (default: after a repack, unmap the source's pages when they come
     // from a read-only shared file mapping, see ggml-t2p-release.h) or 0 (keep them mapped).
-    if (const char * v = env_value("GGML_T2P_RELEASE_SOURCE")) {
-        const std::string s = v;
-        if (s == "0" || s == "off" || s == "false" || s == "no") {
-            cfg.release_source = false;
-        } else if (!(s == "1" || s == "on" || s == "true" || s == "yes")) {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_RELEASE_SOURCE=%s (expected 0 or 1), using 1\n", v);
-        }
-    }
+    cfg.release_source = env_on("GGML_T2P_RELEASE_SOURCE");
 
     // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
     // see probe_q8k_rounding) or ggml (always the host's own).
