@@ -270,19 +270,6 @@ def load_bench_json(path):
     return res
 
 
-def parse_threads(ap, text):
-    out = []
-    for w in text.split(","):
-        w = w.strip()
-        if w == "all":
-            out.append(tc.cpu_count())
-        elif w.isdigit() and int(w) > 0:
-            out.append(int(w))
-        else:
-            ap.error(f"-t: '{w}' is not a thread count (numbers or 'all', comma-separated)")
-    return sorted(set(out))
-
-
 def parse_read_bw(ap, text):
     bw = {}
     for w in (text or "").split(","):
@@ -365,7 +352,7 @@ def run(argv):
         if not w.strip().isdigit():
             ap.error(f"-p: '{w}' is not a token count")
         pps.append(int(w))
-    threads = parse_threads(ap, args.t)
+    threads = tc.thread_counts_arg(ap, args.t)
     p_for = {}
     for w in args.p_for:
         c, eq, lst = w.partition("=")

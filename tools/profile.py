@@ -332,15 +332,6 @@ def build_program(llama, lib_dir, work, log):
     return exe
 
 
-def parse_threads(ap, text):
-    out = []
-    for w in text.split(","):
-        if not w.strip().isdigit() or int(w) < 1:
-            ap.error(f"-t: '{w}' is not a thread count (1 or more; a list: 1,2)")
-        out.append(int(w))
-    return out
-
-
 def parser():
     ap = argparse.ArgumentParser(
         prog="tools/profile.py", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -353,7 +344,7 @@ def parser():
     ap.add_argument("--llama", metavar="DIR", help="the llama.cpp checkout, patched and built by tools/t2p.py")
     ap.add_argument("--llama-build", metavar="DIR", help="its build folder (default: LLAMA/build-t2p)")
     ap.add_argument("-m", "--model", metavar="PATH", help="the GGUF model")
-    ap.add_argument("-t", default="1", metavar="N[,N...]", help="thread counts (default 1)")
+    ap.add_argument("-t", default="1", metavar="LIST", help="thread counts, comma-separated; 'all' = every core (default 1)")
     ap.add_argument("-p", type=int, default=16, metavar="N", help="prompt tokens before the steps (default 16)")
     ap.add_argument("-n", type=int, default=8, metavar="N", help="decode steps per mode and round (default 8)")
     ap.add_argument("--rounds", type=int, default=2, metavar="N", help="rounds per run (default 2)")
@@ -414,7 +405,7 @@ def run(argv):
     if not os.path.isdir(args.llama):
         ap.error(f"--llama {args.llama}: no such folder")
     tc.file_arg(ap, "-m", args.model)
-    threads = parse_threads(ap, args.t)
+    threads = tc.thread_counts_arg(ap, args.t)
     for name, v, low in (("-p", args.p, 1), ("-n", args.n, 1), ("--rounds", args.rounds, 1),
                          ("--repeat", args.repeat, 1), ("--warmup", args.warmup, 1)):
         if v < low:

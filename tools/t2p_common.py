@@ -480,6 +480,21 @@ def out_file_arg(ap, what, path):
         ap.error(f"{what}: cannot write in {folder}")
 
 
+def thread_counts_arg(ap, text):
+    """-t LIST: comma-separated thread counts (1 or more, or 'all' for this machine's cores), sorted,
+    each once; stops with an argparse error on anything else."""
+    out = []
+    for w in text.split(","):
+        w = w.strip()
+        if w == "all":
+            out.append(cpu_count())
+        elif w.isdigit() and int(w) > 0:
+            out.append(int(w))
+        else:
+            ap.error(f"-t: '{w}' is not a thread count (numbers or 'all', comma-separated)")
+    return sorted(set(out))
+
+
 def token_counts_arg(ap, pp, tg):
     """-p/-n of an A/B run (None: the caller's default): token counts, 0 or more, not both 0."""
     if (pp is not None and pp < 0) or (tg is not None and tg < 0) or pp == tg == 0:
