@@ -59,6 +59,7 @@ struct t2p_config {
     int32_t  ptq1_layout = -1;
     int32_t  q8k_rounding = 0;      // GGML_T2P_ROUND_* of the library's Q8_K quantizer; 0: ggml's own
     bool     release_source = true; // drop a repacked tensor's file pages (ggml-t2p-release.h)
+    bool     huge_pages     = true; // advise our buffers as transparent huge pages (Linux)
 };
 
 const char * env_value(const char * name) {
@@ -237,6 +238,11 @@ t2p_config make_config() {
     // from a read-only shared file mapping, see ggml-t2p-release.h) or 0 (keep them mapped).
     cfg.release_source = env_on("GGML_T2P_RELEASE_SOURCE");
 
+    // GGML_T2P_HUGE_PAGES: 1 (default: advise each CPU_T2P buffer as transparent huge pages before
+    // the repack first touches it, see advise_huge_pages) or 0 (leave the pages as ggml's
+    // allocator gets them).
+    cfg.huge_pages = env_on("GGML_T2P_HUGE_PAGES");
+
     // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
     // see probe_q8k_rounding) or ggml (always the host's own).
     const char * quant_why = "this libggml_t2p has no Q8_K quantizer";
@@ -306,6 +312,9 @@ struct t2p_stats {
     std::atomic<int64_t>  n_refused{ 0 };       // tensors madvise refused (--mlock), or maps unreadable
     std::atomic<int>      refused_errno{ 0 };   // errno of the last refusal
     std::atomic<int64_t>  release_nanos{ 0 };
+    // huge page advice on our buffers (advise_huge_pages)
+    std::atomic<uint64_t> huge_advised{ 0 };    // bytes advised MADV_HUGEPAGE
+    std::atomic<int>      huge_errno{ 0 };      // errno of the last refused advice (0: none refused)
     std::atomic<bool>     reported{ false };
 };
 
@@ -354,9 +363,23 @@ void report_once() {
         src = std::string("source pages kept (") + t2p_release_status_name(T2P_RELEASE_UNSUPPORTED) + ")";
 #endif
     }
-    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s; %s\n", (long long) (n_pq2 + n_ptq1),
+    // the huge page advice on our buffers: "; huge pages advised for X MiB" (Linux)
+    std::string huge;
+#if defined(__linux__)
+    if (!cfg.huge_pages) {
+        huge = "; huge pages not advised (GGML_T2P_HUGE_PAGES=0)";
+    } else {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "; huge pages advised for %.1f MiB", s.huge_advised.load() / (1024.0 * 1024.0));
+        huge = buf;
+        if (const int e = s.huge_errno.load()) {
+            huge += std::string(" (advice refused: ") + std::strerror(e) + ")";
+        }
+    }
+#endif
+    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s; %s%s\n", (long long) (n_pq2 + n_ptq1),
                   n_pq2 + n_ptq1 == 1 ? "" : "s", to.c_str(), s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
-                  ggml_t2p_kernel_name(cfg.kernel), src.c_str());
+                  ggml_t2p_kernel_name(cfg.kernel), src.c_str(), huge.c_str());
 }
 
 [[noreturn]] void abort_status(const char * what, const ggml_tensor * t, int32_t status) {
@@ -730,6 +753,36 @@ void buffer_set_tensor(ggml_backend_buffer_t, ggml_tensor * tensor, const void *
     }
 }
 
+// Decode streams every repacked byte once per token, so the weights' pages decide how often the
+// CPU walks page tables and where its hardware prefetchers stop (they do not cross a 4 KiB page).
+// On Linux, ask for transparent huge pages on the whole 2 MiB pages inside a fresh buffer, before
+// the repack writes (and so faults) them: with THP in "madvise" mode (Debian's and Ubuntu's
+// default) they are 4 KiB pages otherwise; in "always" mode this changes nothing; in "never" mode
+// the kernel ignores it. MADV_HUGEPAGE changes no contents, and a refusal (EINVAL on a kernel
+// without THP) is only counted for the log. Measured in README ("Decode at the memory limit").
+void advise_huge_pages(void * base, size_t size) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (!config().huge_pages || base == nullptr) {
+        return;
+    }
+    const uintptr_t huge = uintptr_t(2) << 20;
+    const uintptr_t p    = reinterpret_cast<uintptr_t>(base);
+    const uintptr_t a    = (p + huge - 1) & ~(huge - 1);
+    const uintptr_t e    = (p + size) & ~(huge - 1);
+    if (e <= a) {
+        return;
+    }
+    if (madvise(reinterpret_cast<void *>(a), e - a, MADV_HUGEPAGE) == 0) {
+        stats().huge_advised.fetch_add(e - a);
+    } else {
+        stats().huge_errno.store(errno);
+    }
+#else
+    (void) base;
+    (void) size;
+#endif
+}
+
 const char * buft_get_name(ggml_backend_buffer_type_t) {
     return "CPU_T2P";
 }
@@ -739,6 +792,7 @@ ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t 
     if (buffer == nullptr) {
         return nullptr;
     }
+    advise_huge_pages(ggml_backend_buffer_get_base(buffer), ggml_backend_buffer_get_size(buffer));
     buffer->buft                = buft;
     buffer->iface.init_tensor   = buffer_init_tensor;
     buffer->iface.set_tensor    = buffer_set_tensor;

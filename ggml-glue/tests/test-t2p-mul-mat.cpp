@@ -498,6 +498,66 @@ void check_placement(const env_t & env) {
 }
 
 // Whether this ggml's type `id` is the ternary type the plugin expects (as the shim checks it).
+// The shim advises each CPU_T2P buffer as transparent huge pages (GGML_T2P_HUGE_PAGES, default on):
+// allocate one of 8 MiB and read the kernel's verdict on a 2 MiB page inside it from
+// /proc/self/smaps (THPeligible). Natively on x86-64 Linux only: under qemu-user, madvise is not
+// passed on and smaps describes the emulator's own mappings.
+void check_huge_pages(const env_t & env) {
+#if defined(__linux__) && defined(__x86_64__)
+    std::string mode;
+    if (FILE * f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+        char line[128] = { 0 };
+        if (std::fgets(line, sizeof line, f)) {
+            const char * a = std::strchr(line, '[');
+            const char * b = a ? std::strchr(a, ']') : nullptr;
+            if (a && b) {
+                mode.assign(a + 1, b);
+            }
+        }
+        std::fclose(f);
+    }
+    const char * v       = std::getenv("GGML_T2P_HUGE_PAGES");
+    const bool   advised = !(v && (!std::strcmp(v, "0") || !std::strcmp(v, "off") || !std::strcmp(v, "false") || !std::strcmp(v, "no")));
+    if (mode != "always" && mode != "madvise") {
+        std::printf("huge pages: not checked (transparent huge pages '%s')\n", mode.c_str());
+        return;
+    }
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(env.t2p, size_t(8) << 20);
+    CHECK(buf != nullptr, "CPU_T2P buffer of 8 MiB not allocated");
+    if (buf == nullptr) {
+        return;
+    }
+    const uintptr_t huge = uintptr_t(2) << 20;
+    const uintptr_t page = (reinterpret_cast<uintptr_t>(ggml_backend_buffer_get_base(buf)) + huge - 1) & ~(huge - 1);
+    int eligible = -1;
+    if (FILE * f = std::fopen("/proc/self/smaps", "r")) {
+        char line[512];
+        bool inside = false;
+        while (std::fgets(line, sizeof line, f)) {
+            unsigned long lo = 0, hi = 0;
+            if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {   // a mapping's header line
+                inside = lo <= page && page + huge <= hi;
+            } else if (inside && std::sscanf(line, "THPeligible: %d", &eligible) == 1) {
+                break;
+            }
+        }
+        std::fclose(f);
+    }
+    ggml_backend_buffer_free(buf);
+    const int expect = (mode == "always" || advised) ? 1 : 0;
+    if (eligible < 0) {
+        std::printf("huge pages: not checked (no THPeligible line in /proc/self/smaps)\n");
+        return;
+    }
+    std::printf("huge pages: THP mode %s, GGML_T2P_HUGE_PAGES %s: a 2 MiB page of a CPU_T2P buffer is THPeligible %d (expected %d)\n",
+                mode.c_str(), advised ? "on" : "off", eligible, expect);
+    CHECK(eligible == expect, "CPU_T2P buffer THPeligible %d, expected %d", eligible, expect);
+#else
+    (void) env;
+    std::printf("huge pages: not checked (natively on x86-64 Linux only)\n");
+#endif
+}
+
 bool host_has_type(int id, int64_t blck, size_t size) {
     if (static_cast<int>(GGML_TYPE_COUNT) <= id) {
         return false;
@@ -579,6 +639,7 @@ int main(int argc, char ** argv) {
     }
     if (env.t2p) {
         check_placement(env);
+        check_huge_pages(env);
     }
 
     struct shape {
