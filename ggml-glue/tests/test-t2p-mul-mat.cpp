@@ -12,7 +12,10 @@
 //  (b) stock output (PQ2_0 / PTQ1_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
 //      activation quantizers' step sizes (see stock_bound below).
 // Where the plugin declines (no SIMD level, GGML_T2P=0) only (b) runs, and the program checks that the
-// buffer type is absent as expected. On a ggml without PQ2_0 (type 142; every fork branch but
+// buffer type is absent as expected. It also prints which extra buffer type llama.cpp's loader would give
+// each type (the first whose supports_op accepts it: CPU_T2P must come first while present) and, with the
+// plugin absent, runs the weights through the buffer type that takes them instead (the fork's CPU_REPACK
+// takes PQ2_0 on AVX-512 VNNI CPUs) and holds that path to the stock bound too. On a ggml without PQ2_0 (type 142; every fork branch but
 // q2_0-prs, upstream ggml) it checks only that the plugin declines. Exit status 0 means PASS.
 
 #include "ggml-alloc.h"
