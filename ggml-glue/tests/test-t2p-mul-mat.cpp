@@ -12,7 +12,10 @@
 //  (b) stock output (PQ2_0 / PTQ1_0 x Q8_0 in this snapshot) within a per-element bound derived from the two
 //      activation quantizers' step sizes (see stock_bound below).
 // Where the plugin declines (no SIMD level, GGML_T2P=0) only (b) runs, and the program checks that the
-// buffer type is absent as expected. On a ggml without PQ2_0 (type 142; every fork branch but
+// buffer type is absent as expected. It also prints which extra buffer type llama.cpp's loader would give
+// each type (the first whose supports_op accepts it: CPU_T2P must come first while present) and, with the
+// plugin absent, runs the weights through the buffer type that takes them instead (the fork's CPU_REPACK
+// takes PQ2_0 on AVX-512 VNNI CPUs) and holds that path to the stock bound too. On a ggml without PQ2_0 (type 142; every fork branch but
 // q2_0-prs, upstream ggml) it checks only that the plugin declines. Exit status 0 means PASS.
 
 #include "ggml-alloc.h"
@@ -438,8 +441,16 @@ void run_case(const env_t & env, const weight_matrix & w, const placed_weights &
 
 // supports_op the way llama.cpp's weight placement asks it: the weight in a zero-size dummy buffer of
 // our type, nothing else allocated.
+bool buft_accepts(const env_t & env, ggml_backend_buffer_type_t buft, ggml_type wtype, int64_t k, int64_t rows, ggml_type xtype,
+                  int64_t n1, int64_t n2, bool hadamard, bool get_rows);
+
 bool placement_accepts(const env_t & env, ggml_type wtype, int64_t k, int64_t rows, ggml_type xtype, int64_t n1, int64_t n2,
                        bool hadamard, bool get_rows) {
+    return buft_accepts(env, env.t2p, wtype, k, rows, xtype, n1, n2, hadamard, get_rows);
+}
+
+bool buft_accepts(const env_t & env, ggml_backend_buffer_type_t buft, ggml_type wtype, int64_t k, int64_t rows, ggml_type xtype,
+                  int64_t n1, int64_t n2, bool hadamard, bool get_rows) {
     const ggml_init_params ip  = { 8 * ggml_tensor_overhead(), nullptr, true };
     ggml_context *         ctx = ggml_init(ip);
     ggml_tensor *          w   = ggml_new_tensor_2d(ctx, wtype, k, rows);
@@ -454,7 +465,7 @@ bool placement_accepts(const env_t & env, ggml_type wtype, int64_t k, int64_t ro
 #endif
         }
     }
-    w->buffer       = ggml_backend_buft_alloc_buffer(env.t2p, 0);
+    w->buffer       = ggml_backend_buft_alloc_buffer(buft, 0);
     const bool ok   = ggml_backend_dev_supports_op(env.dev, op);
     ggml_backend_buffer_free(w->buffer);
     w->buffer = nullptr;
@@ -463,6 +474,56 @@ bool placement_accepts(const env_t & env, ggml_type wtype, int64_t k, int64_t ro
 }
 
 bool host_has_ptq1();
+
+// The extra buffer types in the CPU device's order (the order llama.cpp's loader tries them in).
+std::vector<ggml_backend_buffer_type_t> extra_bufts(const env_t & env) {
+    std::vector<ggml_backend_buffer_type_t> v;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(env.dev);
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    for (ggml_backend_buffer_type_t * b = get_extra ? get_extra(env.dev) : nullptr; b != nullptr && *b != nullptr; ++b) {
+        v.push_back(*b);
+    }
+    return v;
+}
+
+// The extra buffer type llama.cpp's loader gives a weight used by a MUL_MAT with F32 activations: the first
+// one whose supports_op accepts it (select_weight_buft walks the list in this order), or null (a plain
+// CPU buffer: stock code).
+ggml_backend_buffer_type_t first_taker(const env_t & env, ggml_type wtype, int64_t k, int64_t rows, int64_t n1) {
+    for (ggml_backend_buffer_type_t b : extra_bufts(env)) {
+        if (buft_accepts(env, b, wtype, k, rows, GGML_TYPE_F32, n1, 1, false, false)) {
+            return b;
+        }
+    }
+    return nullptr;
+}
+
+// Precedence: with the plugin on, CPU_T2P takes PQ2_0 and PTQ1_0 before any other extra buffer type that
+// also accepts them (the fork's CPU_REPACK takes PQ2_0 on AVX-512 VNNI CPUs). Prints who else would take them.
+void check_precedence(const env_t & env) {
+    for (ggml_type t : { TYPE_PQ2_0, TYPE_PTQ1_0 }) {
+        if (t == TYPE_PTQ1_0 && !host_has_ptq1()) {
+            continue;
+        }
+        for (int64_t n1 : { (int64_t) 1, (int64_t) 512 }) {
+            ggml_backend_buffer_type_t first = first_taker(env, t, 896, 64, n1);
+            std::printf("precedence %s 896x64 x %" PRId64 " cols: loader picks %s; also accepting:", ggml_type_name(t), n1,
+                        first ? ggml_backend_buft_name(first) : "no extra buffer type (stock)");
+            for (ggml_backend_buffer_type_t b : extra_bufts(env)) {
+                if (b != first && buft_accepts(env, b, t, 896, 64, GGML_TYPE_F32, n1, 1, false, false)) {
+                    std::printf(" %s", ggml_backend_buft_name(b));
+                }
+            }
+            std::printf("\n");
+            if (env.t2p) {
+                CHECK(first == env.t2p, "%s: the loader would pick %s before CPU_T2P", ggml_type_name(t),
+                      first ? ggml_backend_buft_name(first) : "a plain buffer");
+            } else {
+                CHECK(first == nullptr || std::strcmp(ggml_backend_buft_name(first), "CPU_T2P") != 0, "CPU_T2P picked while absent");
+            }
+        }
+    }
+}
 
 void check_placement(const env_t & env) {
     int n = 0;
@@ -591,6 +652,64 @@ bool plugin_expected() {
     return host_has_pq2() || host_has_type(GGML_T2P_TYPE_PTQ1_0, 128, 28);   // else the shim declines
 }
 
+// With the plugin absent: the weights go where the loader would put them (another extra buffer type, such
+// as the fork's CPU_REPACK, or none), and that path's output must lie within the stock bound of the
+// library's reference (it quantizes activations to Q8_0 or Q8_K, as stock does). Returns the cases run.
+int64_t check_host_path(const env_t & env, std::mt19937 & rng) {
+    int64_t cases = 0;
+    for (ggml_type t : { TYPE_PQ2_0, TYPE_PTQ1_0 }) {
+        if (t == TYPE_PTQ1_0 && !host_has_ptq1()) {
+            continue;
+        }
+        for (const auto & rk : { std::pair<int64_t, int64_t>{ 64, 896 }, std::pair<int64_t, int64_t>{ 96, 5120 } }) {
+            ggml_backend_buffer_type_t taker = first_taker(env, t, rk.second, rk.first, 1);
+            if (taker == nullptr) {
+                std::printf("host path %s rows %" PRId64 " k %" PRId64 ": no extra buffer type takes it (stock code, checked above)\n",
+                            ggml_type_name(t), rk.first, rk.second);
+                continue;
+            }
+            env_t other = env;
+            other.t2p   = taker;   // placed_weights puts "wt" there
+            weight_matrix  w = make_weights(rng, rk.first, rk.second, (int32_t) t);
+            placed_weights pw(other, w);
+            reference      ref(w);
+            double max_ratio = 0;
+            for (int64_t n : { 1, 3, 4, 8, 33, 70 }) {
+                const std::vector<float> x = make_activations(rng, w.k, n);
+                const ggml_init_params ip  = { 4 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true };
+                ggml_context *         ctx = ggml_init(ip);
+                ggml_tensor *          xt  = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, w.k, n);
+                ggml_tensor *          yt  = ggml_mul_mat(ctx, pw.wt, xt);
+                ggml_cgraph *          g   = ggml_new_graph(ctx);
+                ggml_build_forward_expand(g, yt);
+                ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, env.backend);
+                ggml_backend_tensor_set(xt, x.data(), 0, x.size() * sizeof(float));
+                ggml_backend_cpu_set_n_threads(env.backend, 2);
+                CHECK(ggml_backend_graph_compute(env.backend, g) == GGML_STATUS_SUCCESS, "graph compute (%s)", ggml_backend_buft_name(taker));
+                std::vector<float> out((size_t) (w.rows * n));
+                ggml_backend_tensor_get(yt, out.data(), 0, out.size() * sizeof(float));
+                const std::vector<float> yr    = ref.gemm(x, n);
+                const std::vector<float> bound = stock_bound(w, per_element_error(x, w.k, n), n);
+                int64_t over = 0;
+                for (size_t i = 0; i < out.size(); ++i) {
+                    const double diff = std::fabs((double) out[i] - (double) yr[i]);
+                    max_ratio         = std::max(max_ratio, diff / bound[i]);
+                    over += !(diff <= bound[i]);
+                }
+                CHECK(over == 0, "%s path outside the bound: %s rows %" PRId64 " k %" PRId64 " cols %" PRId64 ": %" PRId64 " elements",
+                      ggml_backend_buft_name(taker), ggml_type_name(t), w.rows, w.k, n, over);
+                ++cases;
+                ggml_backend_buffer_free(buf);
+                ggml_free(ctx);
+            }
+            std::printf("host path %s rows %" PRId64 " k %" PRId64 ": weights in %s, 6 widths, max diff/bound %.3f\n",
+                        ggml_type_name(t), rk.first, rk.second, ggml_backend_buft_name(taker), max_ratio);
+            std::fflush(stdout);
+        }
+    }
+    return cases;
+}
+
 std::vector<int64_t> widths_all() {
     std::vector<int64_t> v;
     for (int64_t n = 1; n <= 70; ++n) v.push_back(n);
@@ -641,6 +760,7 @@ int main(int argc, char ** argv) {
         check_placement(env);
         check_huge_pages(env);
     }
+    check_precedence(env);
 
     struct shape {
         int64_t              rows, k;
@@ -709,6 +829,11 @@ int main(int argc, char ** argv) {
         all.max_abs   = std::max(all.max_abs, tot.max_abs);
         all.max_rel   = std::max(all.max_rel, tot.max_rel);
         all.max_ratio = std::max(all.max_ratio, tot.max_ratio);
+    }
+
+    if (env.t2p == nullptr) {
+        const int64_t n_host = check_host_path(env, rng);
+        std::printf("host path (plugin absent): %" PRId64 " cases through another extra buffer type\n", n_host);
     }
 
     std::printf("%s: %" PRId64 " bitwise cases (t2p == ref; %" PRId64 " of them PTQ1_0), %" PRId64
