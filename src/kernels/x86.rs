@@ -194,14 +194,24 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
     }
 }
 
-/// Row tiles a gemv (one column) reads side by side. One stream of weights leaves a core's
-/// memory parallelism unused: on Zen 4 (1 thread, a 0.57 GB matrix from DRAM, `examples/dram`)
-/// one stream ran at 76-81% of a plain read loop over the same bytes, two at 82%, four at 97-101%
-/// and eight at 82%. Tiles of several columns are compute-bound and keep one stream.
+/// Row tiles a gemv (one column) reads side by side when its rows are long (see
+/// [`GEMV_STREAMS_MIN_BLOCKS`]). With one tile at a time, the weights read between two uses of
+/// an activation block are a whole tile (544 bytes per block), and once that exceeds L1 the
+/// activations come from L2 for every block; four tiles side by side use each activation block
+/// four times in a row. Zen 4, 1 thread, about 0.57 GB from DRAM (`examples/dram --k K`), share of
+/// a plain read loop over the same bytes, one stream -> four: k 4096 98% -> 65%, 5120 97% -> 69%,
+/// 6144 91% -> 73%, 8192 88% -> 79%, 12288 79-87% -> 81-84%, 17408 74% -> 86%, 24576 80% -> 96%,
+/// 32768 73% -> 96% (two and eight streams were worse than four at every k). Tiles of several
+/// columns are compute-bound and keep one stream.
 pub(crate) const GEMV_STREAMS: usize = 4;
 
-/// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side, then the
-/// job's last tiles one by one. Several columns: for each row tile, columns in tiles of `NC`,
+/// Blocks per row (k / 128) from which a gemv reads [`GEMV_STREAMS`] row tiles side by side:
+/// k >= 16384 (the measurements at [`GEMV_STREAMS`]); shorter rows read one tile at a time.
+pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
+
+/// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
+/// have at least [`GEMV_STREAMS_MIN_BLOCKS`] blocks, then the job's last tiles (all of them for
+/// shorter rows) one by one. Several columns: for each row tile, columns in tiles of `NC`,
 /// then 4, 2, 1 for the rest (each smaller tile only when `NC` is larger).
 ///
 /// # Safety
@@ -209,11 +219,11 @@ pub(crate) const GEMV_STREAMS: usize = 4;
 #[inline(always)]
 pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>) {
     if job.n_cols == 1 {
-        // gemv: GEMV_STREAMS tiles side by side, then the rest one by one
+        // gemv: long rows GEMV_STREAMS tiles side by side, then the rest one by one
         let mut t = job.tiles.start;
         // SAFETY: (each call) one column, c0 = 0 < n_cols; the tiles are the job's.
         unsafe {
-            while t + GEMV_STREAMS <= job.tiles.end {
+            while job.nb >= GEMV_STREAMS_MIN_BLOCKS && t + GEMV_STREAMS <= job.tiles.end {
                 tiles::<I, R, 1, GEMV_STREAMS>(job, t, 0);
                 t += GEMV_STREAMS;
             }
