@@ -559,7 +559,7 @@ void check_placement(const env_t & env) {
 }
 
 // Whether this ggml's type `id` is the ternary type the plugin expects (as the shim checks it).
-// The shim advises each CPU_T2P buffer as transparent huge pages (GGML_T2P_HUGE_PAGES, default on):
+// The shim advises each CPU_T2P buffer as transparent huge pages when GGML_T2P_HUGE_PAGES=1 (default off):
 // allocate one of 8 MiB and read the kernel's verdict on a 2 MiB page inside it from
 // /proc/self/smaps (THPeligible). Natively on x86-64 Linux only: under qemu-user, madvise is not
 // passed on and smaps describes the emulator's own mappings.
@@ -578,7 +578,7 @@ void check_huge_pages(const env_t & env) {
         std::fclose(f);
     }
     const char * v       = std::getenv("GGML_T2P_HUGE_PAGES");
-    const bool   advised = !(v && (!std::strcmp(v, "0") || !std::strcmp(v, "off") || !std::strcmp(v, "false") || !std::strcmp(v, "no")));
+    const bool   advised = v && (!std::strcmp(v, "1") || !std::strcmp(v, "on") || !std::strcmp(v, "true") || !std::strcmp(v, "yes"));
     if (mode != "always" && mode != "madvise") {
         std::printf("huge pages: not checked (transparent huge pages '%s')\n", mode.c_str());
         return;
