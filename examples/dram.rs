@@ -15,8 +15,8 @@
 //! - Then each repetition times, per thread count, in turn: the read loop over the X16 bytes,
 //!   the read loop over the P16 bytes, every level's X16 gemv and the P16 gemv. With `T` threads
 //!   each thread takes a contiguous share of the row tiles (as ggml's threads do) and the time is
-//!   the wall time from the first thread's start to the last one's end; the read loops split
-//!   their bytes the same way. Reports the best and median per call, bytes per second, weights
+//!   the wall time from the release of the already running threads to the last one's end; the
+//!   read loops split their bytes the same way. Reports the best and median per call, bytes per second, weights
 //!   per second (the figure that compares layouts of different size) and each gemv's share of
 //!   the read loop over its own bytes.
 //!
@@ -42,17 +42,9 @@ fn usage_error(usage: &str, why: &str) -> ! {
     std::process::exit(2)
 }
 
-/// SplitMix64: deterministic data, the same on every run.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+#[path = "../tests/common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// A zeroed vector of `n` `T`s whose pages are advised as transparent huge pages first (Linux,
 /// when `thp`), so that the first touch faults 2 MiB pages where the kernel allows it.
@@ -346,20 +338,34 @@ unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
 /// Runs `f(share)` on `threads` threads over `0..n` split into contiguous shares (multiples of
-/// `align`), and returns the wall time from before the first start to after the last end.
+/// `align`), and returns the wall time from the start of the work to the end of the last share.
+/// The helper threads are started first and spin until every one of them runs, then the calling
+/// thread (which takes share 0) starts the clock and releases them: a thread that has only just
+/// been created may wait for a scheduler tick (4 ms here) before it runs, which would be timed.
 fn timed_split(threads: usize, n: usize, align: usize, f: &(dyn Fn(std::ops::Range<usize>) + Sync)) -> f64 {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let units = n / align;
-    let t0 = Instant::now();
-    if threads == 1 {
-        f(0..n);
-    } else {
-        std::thread::scope(|s| {
-            for j in 0..threads {
-                let (a, b) = (units * j / threads * align, units * (j + 1) / threads * align);
-                s.spawn(move || f(a..b));
-            }
-        });
-    }
+    let share = |j: usize| units * j / threads * align..units * (j + 1) / threads * align;
+    let (ready, go) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let mut t0 = Instant::now();
+    std::thread::scope(|s| {
+        for j in 1..threads {
+            let (ready, go, r) = (&ready, &go, share(j));
+            s.spawn(move || {
+                ready.fetch_add(1, Ordering::AcqRel);
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                f(r);
+            });
+        }
+        while ready.load(Ordering::Acquire) < threads - 1 {
+            std::hint::spin_loop();
+        }
+        t0 = Instant::now();
+        go.store(true, Ordering::Release);
+        f(share(0));
+    });
     t0.elapsed().as_nanos() as f64
 }
 

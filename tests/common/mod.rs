@@ -107,25 +107,8 @@ pub fn level_names() -> Vec<String> {
         .collect()
 }
 
-/// splitmix64: a tiny deterministic generator for test data.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// Uniform in [-1, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
+mod rng;
+pub use rng::Rng;
 
 /// Random PQ2_0 rows: codes 0..=3 (weighted toward ternary), scales around 2^-6.
 pub fn random_pq2_0(rng: &mut Rng, n_rows: usize, k: usize) -> Vec<BlockPq2_0> {
