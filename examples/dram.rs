@@ -372,7 +372,7 @@ fn timed_split(threads: usize, n: usize, align: usize, f: &(dyn Fn(std::ops::Ran
 fn main() {
     const USAGE: &str =
         "usage: cargo run --release --example dram -- [--rows N] [--k K] [--threads 1,2] [--reps N] [--no-thp]\n  \
-         --rows N      weight rows (a multiple of 64; default 131072)\n  \
+         --rows N      weight rows (a multiple of 128; default 131072)\n  \
          --k K         weights per row (a multiple of 256; default 32768)\n  \
          --threads L   comma-separated thread counts (default 1 and all cores)\n  \
          --reps N      repetitions, each timing every case once in turn (default 7)\n  \
@@ -403,8 +403,9 @@ fn main() {
             other => usage_error(USAGE, &format!("unknown argument {other}")),
         }
     }
-    if rows % 64 != 0 || k % 256 != 0 {
-        usage_error(USAGE, "--rows must be a multiple of 64 and --k of 256");
+    // 128: the 8-stream prototype covers whole groups of 8 row tiles only
+    if rows % 128 != 0 || k % 256 != 0 {
+        usage_error(USAGE, "--rows must be a multiple of 128 and --k of 256");
     }
     let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni]
         .into_iter()
@@ -478,7 +479,7 @@ fn main() {
         assert!(same(&dst), "P16 differs from the reference");
         for streams in [1usize, 2, 4, 8] {
             dst.fill(0.0);
-            // SAFETY: as above; rows / 16 is a multiple of 4 (rows % 64 == 0 checked).
+            // SAFETY: as above; rows / 16 is a multiple of 8 (rows % 128 == 0 checked).
             unsafe {
                 match streams {
                     1 => gemv_x16_streams::<1>(&x16, &ax16, nb, 0..rows / 16, dst.as_mut_ptr()),
@@ -539,7 +540,7 @@ fn main() {
                     times[c].push(timed_split(nt, rows / 16, 8, &|r| {
                         let o = out;
                         // SAFETY: AVX-512 VNNI checked; each thread writes its own tiles' rows
-                        // (shares are multiples of 4 tiles).
+                        // (shares are multiples of 8 tiles).
                         unsafe {
                             match streams {
                                 1 => gemv_x16_streams::<1>(&x16, &ax16, nb, r, o.0),
