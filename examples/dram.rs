@@ -8,8 +8,8 @@
 //! - One PTQ1_0 matrix (random ternary digits, `rows x k`, default 131072 x 32768: 0.94 GB as
 //!   PTQ1_0, 1.14 GB as X16, well beyond any last-level cache) is repacked by the library to X16
 //!   and by this program to P16 (below). Both copies and the read loop's source are allocated
-//!   with `madvise(MADV_HUGEPAGE)` on Linux unless `--no-thp` (the shim does the same for its
-//!   buffers; see README "Decode at the memory limit").
+//!   with `madvise(MADV_HUGEPAGE)` on Linux unless `--no-thp` (the shim does so for its
+//!   buffers only with `GGML_T2P_HUGE_PAGES=1`; see README "Decode at the memory limit").
 //! - Outputs first: the X16 gemv of every level and the P16 gemv must give the same bits as the
 //!   library's reference `vec_dot_ptq1_0_q8_k` (checked on every row), or the run stops.
 //! - Then each repetition times, per thread count, in turn: the read loop over the X16 bytes,

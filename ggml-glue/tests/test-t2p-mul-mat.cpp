@@ -558,7 +558,6 @@ void check_placement(const env_t & env) {
     std::printf("placement checks: %d\n", n);
 }
 
-// Whether this ggml's type `id` is the ternary type the plugin expects (as the shim checks it).
 // The shim advises each CPU_T2P buffer as transparent huge pages when GGML_T2P_HUGE_PAGES=1 (default off):
 // allocate one of 8 MiB and read the kernel's verdict on a 2 MiB page inside it from
 // /proc/self/smaps (THPeligible). Natively on x86-64 Linux only: under qemu-user, madvise is not
@@ -619,6 +618,7 @@ void check_huge_pages(const env_t & env) {
 #endif
 }
 
+// Whether this ggml's type `id` is the ternary type the plugin expects (as the shim checks it).
 bool host_has_type(int id, int64_t blck, size_t size) {
     if (static_cast<int>(GGML_TYPE_COUNT) <= id) {
         return false;
