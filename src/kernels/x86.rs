@@ -196,9 +196,10 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
 
 /// Row tiles a gemv (one column) reads side by side when its rows are long (see
 /// [`GEMV_STREAMS_MIN_BLOCKS`]). With one tile at a time, the weights read between two uses of
-/// an activation block are a whole tile (544 bytes per block), and once that exceeds L1 the
-/// activations come from L2 for every block; four tiles side by side use each activation block
-/// four times in a row. Zen 4, 1 thread, about 0.57 GB from DRAM (`examples/dram --k K`), share of
+/// an activation block are a whole tile (544 bytes per block); the explanation that fits the
+/// measurements below (this VM has no cache counters to confirm it) is that once a tile and the
+/// activation row pass the 32 KiB L1, the activations come from L2 for every block, and four
+/// tiles side by side use each activation block four times in a row. Zen 4, 1 thread, about 0.57 GB from DRAM (`examples/dram --k K`), share of
 /// a plain read loop over the same bytes, one stream -> four: k 4096 98% -> 65%, 5120 97% -> 69%,
 /// 6144 91% -> 73%, 8192 88% -> 79%, 12288 79-87% -> 81-84%, 17408 74% -> 86%, 24576 80% -> 96%,
 /// 32768 73% -> 96% (two and eight streams were worse than four at every k). Tiles of several
