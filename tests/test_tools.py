@@ -199,6 +199,13 @@ class Load(unittest.TestCase):
         _, warn = tc.load_verdict((3.5, 1.0, 0.5), 0.02, 2, 2)
         self.assertTrue(warn.startswith("note:"), warn)
 
+    def test_autogroup_says_nice_does_not_help(self):
+        _, warn = tc.load_verdict((0.5, 0.5, 0.5), 2.0, 2, 2, autogroup=True)
+        self.assertIn("sched_autogroup", warn)
+        _, warn = tc.load_verdict((0.5, 0.5, 0.5), 2.0, 2, 2, autogroup=False)
+        self.assertNotIn("sched_autogroup", warn)
+        self.assertIsNone(tc.load_verdict((0.1, 0.2, 0.3), 0.05, 2, 2, autogroup=True)[1])
+
     def test_fewer_threads_fit(self):
         self.assertIsNone(tc.load_verdict((1.0, 1.0, 1.0), 1.0, 4, 2)[1])
 

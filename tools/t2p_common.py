@@ -399,11 +399,17 @@ def sample_busy(seconds=2.0):
     return (b[0] - a[0]) / (b[1] - a[1]) * (os.cpu_count() or 1)
 
 
-def load_verdict(loadavg, busy, cores, threads):
+AUTOGROUP_HINT = ("; this kernel groups processes by session (sched_autogroup), so `nice` does not lower "
+                  "another session's share of the CPU: stop that work, or lower its whole session "
+                  "(as root: echo 19 > /proc/PID/autogroup)")
+
+
+def load_verdict(loadavg, busy, cores, threads, autogroup=False):
     """(line, warning or None) about a machine before timing runs with THREADS threads. LOADAVG is the
     1/5/15-minute load average (or None), BUSY the cores busy by others just now (or None). The warning
     comes when the others' load plus our threads oversubscribe the cores (measured just now when
-    possible, else from the 1-minute average), or when the 1-minute load is above the core count."""
+    possible, else from the 1-minute average), or when the 1-minute load is above the core count.
+    AUTOGROUP (Linux's sched_autogroup is on) adds to a warning that nice values cannot fix it."""
     parts = []
     if loadavg:
         parts.append("load average %.2f %.2f %.2f (1/5/15 min)" % tuple(loadavg))
@@ -426,7 +432,18 @@ def load_verdict(loadavg, busy, cores, threads):
             warn = (f"WARNING: the 1-minute load average {loadavg[0]:.2f} is above the {cores} cores: "
                     "llama-bench threads spin at barriers, so an oversubscribed machine slows both "
                     "columns, unequally. Rerun on a quiet machine")
+    if warn and warn.startswith("WARNING") and autogroup:
+        warn += AUTOGROUP_HINT
     return line, warn
+
+
+def autogroup_enabled():
+    """Whether Linux's sched_autogroup is on (False elsewhere, or when it cannot be read)."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
 
 
 def machine_load(threads, seconds=2.0):
@@ -435,7 +452,7 @@ def machine_load(threads, seconds=2.0):
         loadavg = os.getloadavg()
     except (AttributeError, OSError):
         loadavg = None
-    return load_verdict(loadavg, sample_busy(seconds), os.cpu_count() or 1, threads)
+    return load_verdict(loadavg, sample_busy(seconds), os.cpu_count() or 1, threads, autogroup_enabled())
 
 
 def split_command(text):
