@@ -39,6 +39,8 @@ use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Duration;
 
+#[path = "../examples/common/mod.rs"]
+mod common;
 #[path = "../tests/common/rng.rs"]
 mod rng;
 use rng::Rng;
@@ -146,17 +148,9 @@ fn bench_read_bw(c: &mut Criterion) {
             b.iter(|| {
                 p.install(|| {
                     use rayon::prelude::*;
-                    // 8 independent lanes per chunk so the adds never limit the loads
                     buf.par_chunks(words / (4 * t))
-                        .map(|ch| {
-                            let mut acc = [0u64; 8];
-                            for v in ch.chunks_exact(8) {
-                                for i in 0..8 {
-                                    acc[i] = acc[i].wrapping_add(v[i]);
-                                }
-                            }
-                            acc.iter().fold(0u64, |a, &b| a.wrapping_add(b))
-                        })
+                        // SAFETY: u64 words have no padding.
+                        .map(|ch| common::read_sum(unsafe { common::bytes_of(ch) }))
                         .reduce(|| 0, u64::wrapping_add)
                 })
             })

@@ -37,9 +37,12 @@ use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Instant;
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{bytes_of, read_sum};
+
 fn usage_error(usage: &str, why: &str) -> ! {
-    eprintln!("dram: {why}\n{usage}");
-    std::process::exit(2)
+    common::usage_error("dram", usage, why)
 }
 
 #[path = "../tests/common/rng.rs"]
@@ -67,18 +70,6 @@ fn alloc<T: Copy + Default>(n: usize, thp: bool) -> Vec<T> {
     }
     v.resize(n, T::default());
     v
-}
-
-/// A plain read of `bytes` (u64 sums in 8 independent lanes).
-fn read_sum(bytes: &[u8]) -> u64 {
-    let mut acc = [0u64; 8];
-    for ch in bytes.chunks_exact(64) {
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: 8 * i + 8 <= 64 bytes of the chunk; read_unaligned.
-            *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
-        }
-    }
-    acc.iter().fold(0, |a, &b| a.wrapping_add(b))
 }
 
 /// One P16 block: sixteen rows of one 128-weight PTQ1_0 block (see the module docs).
@@ -440,13 +431,8 @@ fn main() {
     let ax16 = pack_x16(&act, nb);
     let w = PackedWeights::x16(&x16, rows, k).unwrap();
     let bytes = |v: &[u8]| v.len() as f64;
-    // SAFETY: both are plain old data (bytes and fp16), viewed as their own bytes.
-    let (x16_bytes, p16_bytes) = unsafe {
-        (
-            std::slice::from_raw_parts(x16.as_ptr().cast::<u8>(), std::mem::size_of_val(x16.as_slice())),
-            std::slice::from_raw_parts(p16.as_ptr().cast::<u8>(), std::mem::size_of_val(p16.as_slice())),
-        )
-    };
+    // SAFETY: both are plain old data (bytes and fp16) without padding.
+    let (x16_bytes, p16_bytes) = unsafe { (bytes_of(&x16), bytes_of(&p16)) };
     #[cfg(target_os = "linux")]
     if let Ok(t) = std::fs::read_to_string("/proc/self/smaps_rollup") {
         if let Some(l) = t.lines().find(|l| l.starts_with("AnonHugePages")) {

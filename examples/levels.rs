@@ -20,10 +20,12 @@ use ggml_t2p::repack::{repack_pq2_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{kernels, Activations, CpuFeatures, KernelLevel, PackedWeights};
 use half::f16;
 
+#[path = "common/mod.rs"]
+mod common;
+
 /// A bad command line: the reason and the usage on stderr, exit status 2.
 fn usage_error(usage: &str, why: &str) -> ! {
-    eprintln!("levels: {why}\n{usage}");
-    std::process::exit(2)
+    common::usage_error("levels", usage, why)
 }
 
 #[cfg(target_os = "linux")]
@@ -54,22 +56,6 @@ fn cpu_ns() -> u64 {
 #[path = "../tests/common/rng.rs"]
 mod rng;
 use rng::Rng;
-
-/// A plain read of every byte of `blocks` (a sum of u64 words in 8 independent lanes, so that the
-/// adds never limit the loads): the read bandwidth a gemv over the same bytes is held against.
-fn read_sum(blocks: &[BlockX16]) -> u64 {
-    // SAFETY: BlockX16 is plain old data (bytes and fp16); the slice covers exactly its bytes,
-    // and the u64 reads are unaligned-safe through read_unaligned.
-    let bytes = unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast::<u8>(), std::mem::size_of_val(blocks)) };
-    let mut acc = [0u64; 8];
-    for ch in bytes.chunks_exact(64) {
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: 8 * i + 8 <= 64 bytes of the chunk.
-            *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
-        }
-    }
-    acc.iter().fold(0, |a, &b| a.wrapping_add(b))
-}
 
 fn main() {
     const USAGE: &str = "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram]\n  \
@@ -187,7 +173,8 @@ fn main() {
                 }
                 if dram {
                     let t = cpu_ns();
-                    std::hint::black_box(read_sum(&x16));
+                    // SAFETY: X16 blocks are plain old data without padding.
+                    std::hint::black_box(common::read_sum(unsafe { common::bytes_of(&x16) }));
                     read_ns.push((cpu_ns() - t) as f64);
                 }
                 for (i, &l) in levels.iter().enumerate() {
