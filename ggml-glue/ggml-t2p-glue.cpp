@@ -240,8 +240,9 @@ t2p_config make_config() {
 
     // GGML_T2P_HUGE_PAGES: 0 (default: leave the pages as ggml's allocator gets them) or 1 (advise
     // each CPU_T2P buffer as transparent huge pages before the repack first touches it, see
-    // advise_huge_pages). Off by default: on the 8B model it made the repack 2.7 s slower (the
-    // kernel compacts memory to fault huge pages) and decode no faster beyond this machine's noise.
+    // advise_huge_pages). Off by default: on the 8B model it made the repack 2.7 s slower (likely the
+    // kernel compacting memory to fault huge pages; not profiled) and decode no faster beyond this
+    // machine's noise.
     cfg.huge_pages = env_on("GGML_T2P_HUGE_PAGES", false);
 
     // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
@@ -367,9 +368,7 @@ void report_once() {
     // the huge page advice on our buffers: "; huge pages advised for X MiB" (Linux)
     std::string huge;
 #if defined(__linux__)
-    if (!cfg.huge_pages) {
-        huge = "";   // the default: nothing to say
-    } else {
+    if (cfg.huge_pages) {   // off (the default): nothing to say
         char buf[160];
         std::snprintf(buf, sizeof buf, "; huge pages advised for %.1f MiB", s.huge_advised.load() / (1024.0 * 1024.0));
         huge = buf;
@@ -766,11 +765,9 @@ void advise_huge_pages(void * base, size_t size) {
     if (!config().huge_pages || base == nullptr) {
         return;
     }
-    const uintptr_t huge = uintptr_t(2) << 20;
-    const uintptr_t p    = reinterpret_cast<uintptr_t>(base);
-    const uintptr_t a    = (p + huge - 1) & ~(huge - 1);
-    const uintptr_t e    = (p + size) & ~(huge - 1);
-    if (e <= a) {
+    uintptr_t a = 0;
+    uintptr_t e = 0;
+    if (!t2p_page_interior(reinterpret_cast<uintptr_t>(base), size, uintptr_t(2) << 20, &a, &e)) {
         return;
     }
     if (madvise(reinterpret_cast<void *>(a), e - a, MADV_HUGEPAGE) == 0) {

@@ -155,6 +155,23 @@ static inline int t2p_release_check(uintptr_t lo, uintptr_t hi, int * error) {
 
 #endif
 
+// The whole `page`-sized pages inside [a, a + size): [*lo, *hi), page-aligned (page a power of 2
+// or not). False, with nothing written, when there is none or the range wraps around the address
+// space. Also used by the shim for its 2 MiB huge-page advice.
+static inline int t2p_page_interior(uintptr_t a, size_t size, uintptr_t page, uintptr_t * lo, uintptr_t * hi) {
+    if (page == 0 || a > UINTPTR_MAX - size || a > UINTPTR_MAX - (page - 1)) {
+        return 0;
+    }
+    const uintptr_t l = (a + page - 1) / page * page;
+    const uintptr_t h = (a + size) / page * page;
+    if (l >= h) {
+        return 0;
+    }
+    *lo = l;
+    *hi = h;
+    return 1;
+}
+
 // Unmaps from this process the whole pages inside [data, data + size) when they come from a
 // read-only shared file mapping (see the top of this file); never touches anything else. Cost: one
 // read of /proc/self/maps and one madvise. Thread-safe; sets no global state (errno aside).
@@ -165,15 +182,10 @@ static inline struct t2p_release_result t2p_release_source(const void * data, si
     if (data == NULL || ps <= 0 || size < (size_t) ps) {
         return r;
     }
-    const uintptr_t page = (uintptr_t) ps;
-    const uintptr_t a    = (uintptr_t) data;
-    if (a > UINTPTR_MAX - size) {
-        return r;   // wraps around: not a real buffer
-    }
-    const uintptr_t lo = (a + page - 1) / page * page;
-    const uintptr_t hi = (a + size) / page * page;
-    if (lo >= hi) {
-        return r;
+    uintptr_t lo = 0;
+    uintptr_t hi = 0;
+    if (!t2p_page_interior((uintptr_t) data, size, (uintptr_t) ps, &lo, &hi)) {
+        return r;   // no whole page, or it wraps around: not a real buffer
     }
     r.status = t2p_release_check(lo, hi, &r.error);
     if (r.status != T2P_RELEASE_DONE) {
