@@ -45,16 +45,25 @@ pub struct TileConfig {
 
 const _: () = assert!(core::mem::size_of::<TileConfig>() == 64);
 
+impl TileConfig {
+    /// Tiles `0..n` (`n <= 8`) of 16 rows x 64 bytes (the full tile), the rest unused.
+    pub const fn full_tiles(n: usize) -> Self {
+        assert!(n <= 8, "palette 1 has 8 tiles");
+        let (mut colsb, mut rows) = ([0u16; 16], [0u8; 16]);
+        let mut t = 0;
+        while t < n {
+            colsb[t] = 64;
+            rows[t] = 16;
+            t += 1;
+        }
+        TileConfig { palette: 1, start_row: 0, reserved: [0; 14], colsb, rows }
+    }
+}
+
 /// The kernel's configuration: tiles 0..5 of 16 rows x 64 bytes, the rest unused. A `static`:
 /// `ldtilecfg` reads it from memory that the compiler cannot elide or leave unwritten (stock
 /// ggml's tile configuration on the stack was optimized away: SIGILL at the first `tileloadd`).
-pub static X16_TILE_CONFIG: TileConfig = TileConfig {
-    palette: 1,
-    start_row: 0,
-    reserved: [0; 14],
-    colsb: [64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    rows: [16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-};
+pub static X16_TILE_CONFIG: TileConfig = TileConfig::full_tiles(5);
 
 /// The tile operations the kernel uses, with the semantics of the AMX instructions of the same
 /// names. Tile numbers are const parameters (they are part of the instruction encoding).

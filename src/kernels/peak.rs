@@ -104,13 +104,7 @@ mod x86 {
 
     /// Eight 16-row x 64-byte tiles: C = tmm0..3, A = tmm4..5, B = tmm6..7. A `static`, so that
     /// `ldtilecfg` reads memory the compiler cannot drop.
-    static PROBE_TILES: TileConfig = TileConfig {
-        palette: 1,
-        start_row: 0,
-        reserved: [0; 14],
-        colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
-        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
-    };
+    static PROBE_TILES: TileConfig = TileConfig::full_tiles(8);
 
     /// # Safety
     /// The CPU must have AVX-512F/BW/VNNI; `iters` > 0.
