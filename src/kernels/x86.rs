@@ -50,6 +50,23 @@ pub(crate) trait Isa {
     /// The four slot operands of a word vector, slot `s` holding group `4w + s`: the codes, or
     /// the codes times a power of 2 that [`Isa::isum`] divides out again.
     unsafe fn slots(v: Self::V) -> [Self::V; 4];
+    /// Words 0..8 of block `b` for all `R` vectors of rows x `NC` columns into `acc`: a level may
+    /// replace [`words`] (the default) for some tile shapes with code of its own that makes the
+    /// same integer sums.
+    ///
+    /// # Safety
+    /// As [`word`] for every word and vector of rows.
+    #[inline(always)]
+    unsafe fn block_words<const R: usize, const NC: usize>(
+        acc: &mut [[Self::Acc; NC]; R],
+        b: &BlockX16,
+        a: &[&Q8Half; NC],
+    ) where
+        Self: Sized,
+    {
+        // SAFETY: forwarded.
+        unsafe { words::<Self, R, NC>(acc, b, a) }
+    }
     /// Broadcasts the 4 bytes at `p` to every lane.
     unsafe fn bcast(p: *const i8) -> Self::V;
     /// A block's fresh accumulator; `nysum = -sum(y)` may seed it (or wait for [`Isa::isum`]).
@@ -93,6 +110,52 @@ unsafe fn word<I: Isa, const NC: usize>(row: &mut [I::Acc; NC], b: &BlockX16, a:
     }
 }
 
+/// Words 0..8 of block `b` for all `R` vectors of rows x `NC` columns into `acc` (the generic
+/// [`Isa::block_words`]).
+///
+/// # Safety
+/// As [`word`] for every word and vector of rows.
+#[inline(always)]
+pub(crate) unsafe fn words<I: Isa, const R: usize, const NC: usize>(
+    acc: &mut [[I::Acc; NC]; R],
+    b: &BlockX16,
+    a: &[&Q8Half; NC],
+) {
+    // SAFETY: every pointer below is inside block `b` or a column's element `a[c]`.
+    unsafe {
+        // Per word: each vector of rows is decoded once, then meets every column's four
+        // broadcast activation groups. A real loop over the words (the opaque trip count
+        // keeps it from being unrolled): unrolled, the scheduler hoists every word's
+        // loads and decoding above the dot products and spills them, for tiles of
+        // several columns. Narrow tiles of a SPLIT_NARROW level take words in pairs, the
+        // odd word into a second accumulator: two independent chains where one would
+        // wait on the latency; one column's (the gemv's) pairs are unrolled: it holds
+        // few registers, and the unrolled loop kept four streams at the speed of a
+        // stand-alone copy (examples/dram: 92-95% of the read loop, where the opaque
+        // loop ran 3-11 points lower).
+        if I::SPLIT_NARROW && NC <= 2 {
+            let mut odd = [[I::acc_new(0); NC]; R];
+            for wp in 0..(if NC == 1 { 4usize } else { core::hint::black_box(4usize) }) {
+                for (h, (row, row_odd)) in acc.iter_mut().zip(odd.iter_mut()).enumerate() {
+                    word::<I, NC>(row, b, a, 2 * wp, h);
+                    word::<I, NC>(row_odd, b, a, 2 * wp + 1, h);
+                }
+            }
+            for (row, row_odd) in acc.iter_mut().zip(odd.iter()) {
+                for (x, y) in row.iter_mut().zip(row_odd.iter()) {
+                    *x = I::acc_merge(*x, *y);
+                }
+            }
+        } else {
+            for w in 0..core::hint::black_box(8usize) {
+                for (h, row) in acc.iter_mut().enumerate() {
+                    word::<I, NC>(row, b, a, w, h);
+                }
+            }
+        }
+    }
+}
+
 /// `S` row tiles side by side (`t0 .. t0 + S`; 16 rows, `R = 16 / LANES` vectors, each) x
 /// columns `c0 .. c0 + NC`: block `i` of every one of the `S` tiles, then block `i + 1`, so that
 /// `S` weight streams are read at once (see [`GEMV_STREAMS`]).
@@ -131,36 +194,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
                         *x = I::acc_new(a[c].nysum);
                     }
                 }
-                // Per word: each vector of rows is decoded once, then meets every column's four
-                // broadcast activation groups. A real loop over the words (the opaque trip count
-                // keeps it from being unrolled): unrolled, the scheduler hoists every word's
-                // loads and decoding above the dot products and spills them, for tiles of
-                // several columns. Narrow tiles of a SPLIT_NARROW level take words in pairs, the
-                // odd word into a second accumulator: two independent chains where one would
-                // wait on the latency; one column's (the gemv's) pairs are unrolled: it holds
-                // few registers, and the unrolled loop kept four streams at the speed of a
-                // stand-alone copy (examples/dram: 92-95% of the read loop, where the opaque
-                // loop ran 3-11 points lower).
-                if I::SPLIT_NARROW && NC <= 2 {
-                    let mut odd = [[I::acc_new(0); NC]; R];
-                    for wp in 0..(if NC == 1 { 4usize } else { core::hint::black_box(4usize) }) {
-                        for (h, (row, row_odd)) in acc.iter_mut().zip(odd.iter_mut()).enumerate() {
-                            word::<I, NC>(row, b, &a, 2 * wp, h);
-                            word::<I, NC>(row_odd, b, &a, 2 * wp + 1, h);
-                        }
-                    }
-                    for (row, row_odd) in acc.iter_mut().zip(odd.iter()) {
-                        for (x, y) in row.iter_mut().zip(row_odd.iter()) {
-                            *x = I::acc_merge(*x, *y);
-                        }
-                    }
-                } else {
-                    for w in 0..core::hint::black_box(8usize) {
-                        for (h, row) in acc.iter_mut().enumerate() {
-                            word::<I, NC>(row, b, &a, w, h);
-                        }
-                    }
-                }
+                I::block_words::<R, NC>(&mut acc, b, &a);
                 for (h, row) in acc.iter_mut().enumerate() {
                     let d = I::scales(b.d.as_ptr().add(I::LANES * h));
                     for (c, x) in row.iter_mut().enumerate() {

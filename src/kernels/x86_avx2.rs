@@ -11,12 +11,24 @@
 //! 32767`, so no sum wraps either, and one `vpmaddwd` by 1 per block widens the lane pairs to the
 //! row's int32 `dot(u, y)` exactly. `isum = dot(u, y) - sum(y)`.
 //!
-//! One int16 register per (8 rows, column) accumulator keeps tiles of 16 rows x 4 columns in the
-//! 16 ymm registers (8 integer and 4 float accumulators).
+//! One int16 register per (8 rows, column) accumulator: a 16-row x 4-column tile holds 8 of them,
+//! and its words run in [`block_16x4`]'s `asm!`, which keeps them and the decoding in the 16 ymm
+//! registers (the float sums wait in memory during a block).
+//!
+//! ## What bounds it
+//! AVX2 has no multiply-accumulate into int32: each `vpmaddubsw` (32 multiply-adds) needs a
+//! `vpaddw` to accumulate, so a word of a 16 x 4 tile is 32 `vpmaddubsw`, 32 `vpaddw`, 6 shifts and
+//! 8 `and`s: 78 vector ALU instructions, plus 16 broadcasts and 2 loads. Measured on Zen 4 (a C
+//! loop of the word's instructions, `vpmaddubsw` 2 per cycle, 4 vector ALU pipes): 21-22 cycles,
+//! 73-76% of the `vpmaddubsw` issue limit; the kernel, with the per-block float step and the
+//! activation loads, reaches about 60-63% (`cargo run --release --example levels`; it was 52-53%
+//! with the generic word order, compiled from intrinsics). Cores with 3 vector ALU ports (Skylake
+//! to Ice Lake client) need at least 26 cycles for the 78 (62% of their 2 `vpmaddubsw` per cycle);
+//! Haswell issues `vpmaddubsw` once per cycle, so its own limit is the bound there.
 
 use super::act_pack::Q8Half;
 use super::operands::Job;
-use super::x86::{gemm_x16, Isa};
+use super::x86::{gemm_x16, words, Isa};
 use crate::format::BlockX16;
 use core::arch::x86_64::*;
 use half::f16;
@@ -53,6 +65,23 @@ impl Isa for Avx2 {
                 _mm256_and_si256(_mm256_srli_epi16::<4>(v), m),
                 _mm256_and_si256(_mm256_srli_epi16::<6>(v), m),
             ]
+        }
+    }
+    #[inline(always)]
+    unsafe fn block_words<const R: usize, const NC: usize>(
+        acc: &mut [[Acc16; NC]; R],
+        b: &BlockX16,
+        a: &[&Q8Half; NC],
+    ) {
+        // SAFETY: forwarded; 16 x 4 tiles go through `block_16x4`, whose reads are the same.
+        unsafe {
+            if R == 2 && NC == 4 {
+                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 4]; 2]>();
+                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 4]>();
+                block_16x4(acc, b, a);
+            } else {
+                words::<Self, R, NC>(acc, b, a)
+            }
         }
     }
     #[inline(always)]
@@ -101,6 +130,107 @@ impl Isa for Avx2 {
         // SAFETY: the caller passes 8 writable floats.
         unsafe { _mm256_storeu_ps(p, v) }
     }
+}
+
+/// One block of a 16-row x 4-column tile: for each word, its two 8-row vectors are loaded and
+/// decoded slot by slot (`and` with 3, then a 2-bit shift in place for the next slot), and each
+/// slot meets one broadcast of each column's group: 2 `vpmaddubsw` and 2 `vpaddw` per broadcast.
+/// Written as one `asm!` block per word so that the 8 accumulators, the two word vectors, the
+/// mask and 5 temporaries keep all 16 ymm registers without spilling (compiled from intrinsics,
+/// LLVM hoisted loads and decoding and spilled accumulators to the stack).
+///
+/// # Safety
+/// AVX2 available; `b` and every `a[c]` valid.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) {
+    let [[mut c00, mut c01, mut c02, mut c03], [mut c10, mut c11, mut c12, mut c13]] = acc.map(|r| r.map(|x| x.s));
+    // SAFETY: register setup.
+    let m = _mm256_set1_epi8(0x03);
+    for w in 0..8 {
+        // SAFETY: reads the 64 bytes of word `w` of `b` and bytes 16w .. 16w + 16 of each column's
+        // 128 values (w < 8); register-only otherwise. AVX2 is enabled by the caller.
+        unsafe {
+            core::arch::asm!(
+                "vmovdqu {v0}, ymmword ptr [{q}]",
+                "vmovdqu {v1}, ymmword ptr [{q} + 32]",
+                "vpand {u0}, {v0}, {m}",
+                "vpand {u1}, {v1}, {m}",
+                "vpbroadcastd {y}, dword ptr [{a0}]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a1}]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a2}]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a3}]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
+                "vpsrlw {v0}, {v0}, 2",
+                "vpsrlw {v1}, {v1}, 2",
+                "vpand {u0}, {v0}, {m}",
+                "vpand {u1}, {v1}, {m}",
+                "vpbroadcastd {y}, dword ptr [{a0} + 4]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a1} + 4]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a2} + 4]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a3} + 4]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
+                "vpsrlw {v0}, {v0}, 2",
+                "vpsrlw {v1}, {v1}, 2",
+                "vpand {u0}, {v0}, {m}",
+                "vpand {u1}, {v1}, {m}",
+                "vpbroadcastd {y}, dword ptr [{a0} + 8]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a1} + 8]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a2} + 8]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a3} + 8]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
+                "vpsrlw {v0}, {v0}, 2",
+                "vpsrlw {v1}, {v1}, 2",
+                "vpand {u0}, {v0}, {m}",
+                "vpand {u1}, {v1}, {m}",
+                "vpbroadcastd {y}, dword ptr [{a0} + 12]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a1} + 12]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a2} + 12]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
+                "vpbroadcastd {y}, dword ptr [{a3} + 12]",
+                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
+                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
+                q = in(reg) b.qs[w].as_ptr(),
+                a0 = in(reg) a[0].qs.as_ptr().add(16 * w),
+                a1 = in(reg) a[1].qs.as_ptr().add(16 * w),
+                a2 = in(reg) a[2].qs.as_ptr().add(16 * w),
+                a3 = in(reg) a[3].qs.as_ptr().add(16 * w),
+                m = in(ymm_reg) m,
+                v0 = out(ymm_reg) _, v1 = out(ymm_reg) _, u0 = out(ymm_reg) _, u1 = out(ymm_reg) _,
+                y = out(ymm_reg) _, p = out(ymm_reg) _,
+                c00 = inout(ymm_reg) c00, c01 = inout(ymm_reg) c01, c02 = inout(ymm_reg) c02, c03 = inout(ymm_reg) c03,
+                c10 = inout(ymm_reg) c10, c11 = inout(ymm_reg) c11, c12 = inout(ymm_reg) c12, c13 = inout(ymm_reg) c13,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+    }
+    *acc = [[c00, c01, c02, c03], [c10, c11, c12, c13]].map(|r| r.map(|s| Acc16 { s }));
 }
 
 /// X16 x Q8_K, one column (decode), 16 rows per tile.
