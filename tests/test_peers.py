@@ -126,6 +126,59 @@ class Peers(unittest.TestCase):
         self.assertRegex(out, r"\(stock-pq2_0\).* -p 64 -n 16 -t 1,2 ")
         self.assertRegex(out, r"\(ours\).* -p 512,64 -n 16 -t 1,2 -r 1 -mmp 0 -v -o json")
 
+    def fake_build(self, folder, cache):
+        bin_dir = os.path.join(folder, "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        for n in ("llama-bench", "llama-quantize"):
+            path = os.path.join(bin_dir, n)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\nexit 1\n")
+            os.chmod(path, 0o755)
+        with open(os.path.join(folder, "CMakeCache.txt"), "w") as f:
+            f.write(cache)
+
+    def test_isa_violations(self):
+        d = os.path.join(self.tmp.name, "cache")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "CMakeCache.txt"), "w") as f:
+            f.write("GGML_NATIVE:BOOL=ON\nGGML_AVX2:BOOL=ON\nGGML_AVX512:BOOL=OFF\n"
+                    "GGML_AMX_INT8:BOOL=on\n//GGML_AVX512:BOOL=ON\n")
+        self.assertEqual(peers.isa_violations(d, "avx2"), ["GGML_NATIVE=ON", "GGML_AMX_INT8=ON"])
+        with open(os.path.join(d, "CMakeCache.txt"), "w") as f:
+            f.write("GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_FMA:BOOL=ON\n")
+        self.assertEqual(peers.isa_violations(d, "avx2"), [])
+        self.assertEqual(peers.isa_violations(os.path.join(d, "none"), "avx2"), [])
+
+    def test_isa_dry_run(self):
+        """--isa avx2: ours forced to avx2 in the AVX2-only build folders; a native folder refused."""
+        d = self.tmp.name
+        fork, ik = os.path.join(d, "isa-fork"), os.path.join(d, "isa-ik")
+        base = ["--llama", fork, "--ik", ik, "-m", self.untied, "--work", os.path.join(d, "w"), "--isa", "avx2",
+                "--configs", "ours,ours-LEVEL,ik-iq2_bn-rtr", "--dry-run"]
+        if "avx2" not in peers.cpu_levels():
+            p = self.run_tool(*base)
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertIn("does not run the avx2 level", p.stdout)
+            return
+        avx2_only = "GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_AVX512:BOOL=OFF\n"
+        self.fake_build(os.path.join(fork, "build-peers-avx2"), avx2_only)
+        self.fake_build(os.path.join(ik, "build-peers-avx2"), avx2_only)
+        p = self.run_tool(*base)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn("(ours): GGML_T2P_KERNEL=avx2 ", p.stdout)
+        self.assertIn("(ours-avx2): GGML_T2P_KERNEL=avx2 ", p.stdout)
+        self.assertNotIn("avx512vnni", p.stdout)
+        self.assertIn(os.path.join(fork, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
+        self.assertIn(os.path.join(ik, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
+        # a native build folder for either engine is refused
+        self.fake_build(os.path.join(ik, "build-peers"), "GGML_NATIVE:BOOL=ON\n")
+        p = self.run_tool(*(base + ["--ik-build", os.path.join(ik, "build-peers")]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("configured with GGML_NATIVE=ON", p.stdout)
+        p = self.run_tool(*(base + ["--levels", "avx512vnni"]))
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("ours runs avx2 only", p.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -31,6 +31,12 @@ reused while newer than their source. Nothing is downloaded: the checkouts are t
 --build the missing binaries are built there with cmake (the fork: llama-quantize into the folder
 t2p.py built; ik_llama.cpp: a CPU-only native Release build in IK/build-peers).
 
+--isa avx2 compares on the AVX2 class (Haswell .. Zen 3) on a machine that has more: both engines are
+built without anything beyond AVX2, FMA, F16C and BMI2 (GGML_NATIVE=OFF; the fork with the ggml-t2p
+patch in LLAMA/build-peers-avx2, ik_llama.cpp in IK/build-peers-avx2; --build builds them), the tool
+refuses build folders whose CMakeCache says otherwise, and `ours` runs GGML_T2P_KERNEL=avx2 (the
+library's own detection would pick a wider level).
+
 Exit status: 0 when every run worked, 1 when a conversion or run failed, 2 on bad arguments.
 """
 
@@ -60,6 +66,17 @@ FTYPE_PQ2_0 = 141
 
 LEVELS_X86 = ["avx512vnni", "avxvnni", "avx2"]
 LEVELS_ARM = ["i8mm", "dotprod"]
+
+# --isa: cmake flags of a build that uses no instruction beyond the class (ggml's own options; the
+# fork and ik_llama.cpp both read them), and the ggml-t2p level `ours` runs there
+ISA_FLAGS = {"avx2": ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+                      "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF",
+                      "-DGGML_AVXVNNI=OFF", "-DGGML_AMX_INT8=OFF"]}
+ISA_LEVEL = {"avx2": "avx2"}
+# CMakeCache entries that must not be ON in an --isa build
+ISA_FORBIDDEN = {"avx2": ["GGML_NATIVE", "GGML_AVX512", "GGML_AVX512_VNNI", "GGML_AVX512_VBMI", "GGML_AVX512_BF16",
+                          "GGML_AVX_VNNI", "GGML_AVXVNNI", "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"]}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr"]
 
@@ -178,21 +195,67 @@ def built_binaries(args, build, log, configure):
     return got
 
 
+def isa_violations(build, isa):
+    """The CMakeCache entries of BUILD that say it uses instructions beyond the class ISA (e.g.
+    ['GGML_NATIVE=ON']); [] when none or when the folder is not configured yet."""
+    bad = []
+    try:
+        text = tc.read_text(os.path.join(build, "CMakeCache.txt"))
+    except OSError:
+        return bad
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        value = rest.partition("=")[2].strip().upper()
+        if name in ISA_FORBIDDEN[isa] and value in ("ON", "1", "TRUE", "YES"):
+            bad.append(f"{name}={value}")
+    return bad
+
+
+def isa_checked(build, isa, what):
+    """True when BUILD may serve --isa ISA (always without --isa); says why not otherwise."""
+    if not isa:
+        return True
+    bad = isa_violations(build, isa)
+    if bad:
+        tc.say(TOOL, f"--isa {isa}: {what} build {build} is configured with {', '.join(bad)}: it may use "
+                     f"instructions beyond {isa}; name an {isa}-only build folder, or a new one with --build")
+        return False
+    return True
+
+
 def fork_binaries(args):
-    build = args.llama_build or os.path.join(args.llama, "build-t2p")
-    return built_binaries(args, build, os.path.join(build, "peers-build.log"),
-                          f"{build} is not configured: run tools/t2p.py --llama {args.llama} first")
+    if args.isa:
+        build = args.llama_build or os.path.join(args.llama, f"build-peers-{args.isa}")
+        configure = ["cmake", "-S", args.llama, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON",
+                     f"-DGGML_CPU_T2P_DIR={ROOT}", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                     "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF"] + ISA_FLAGS[args.isa]
+        if not isa_checked(build, args.isa, "the fork's"):
+            return None
+    else:
+        build = args.llama_build or os.path.join(args.llama, "build-t2p")
+        configure = f"{build} is not configured: run tools/t2p.py --llama {args.llama} first"
+    got = built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "fork-build.log")
+                         if args.isa else os.path.join(build, "peers-build.log"), configure)
+    if got and args.isa and not isa_checked(build, args.isa, "the fork's"):
+        return None
+    return got
 
 
 def ik_binaries(args):
-    build = args.ik_build or os.path.join(args.ik, "build-peers")
-    return built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "ik-build.log"),
-                          ["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                           "-DGGML_NATIVE=ON", "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
-                           "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                           # flash attention for every KV-cache type: many large files, and llama-bench's
-                           # default F16 cache does not need them
-                           "-DGGML_IQK_FA_ALL_QUANTS=OFF"])
+    build = args.ik_build or os.path.join(args.ik, f"build-peers-{args.isa}" if args.isa else "build-peers")
+    if not isa_checked(build, args.isa, "ik_llama.cpp's"):
+        return None
+    got = built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "ik-build.log"),
+                         ["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                          "-DGGML_CUDA=OFF", "-DLLAMA_CURL=OFF",
+                          "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+                          # flash attention for every KV-cache type: many large files, and llama-bench's
+                          # default F16 cache does not need them
+                          "-DGGML_IQK_FA_ALL_QUANTS=OFF"]
+                         + (ISA_FLAGS[args.isa] if args.isa else ["-DGGML_NATIVE=ON"]))
+    if got and not isa_checked(build, args.isa, "ik_llama.cpp's"):
+        return None
+    return got
 
 
 def cpu_levels():
@@ -304,6 +367,9 @@ def parser():
     ap.add_argument("--build", action="store_true",
                     help="build missing binaries with cmake (llama-quantize in the fork's folder; ik_llama.cpp "
                          "CPU-only, native, Release)")
+    ap.add_argument("--isa", choices=sorted(ISA_FLAGS),
+                    help="compare on a narrower x86 class than this CPU: both engines built without anything "
+                         "beyond it (folders build-peers-ISA), ours at that level (see above)")
     ap.add_argument("--jobs", "-j", type=int, default=tc.cpu_count(), metavar="N", help="build jobs (default: all cores)")
     ap.add_argument("-m", "--model", metavar="GGUF", required=True,
                     help="the source model: F16/BF16/F32, or any type the fork's llama-quantize reads "
@@ -360,7 +426,15 @@ def run(argv):
             ap.error(f"--p-for: '{w}' is not CONFIG=N[,N...]")
         p_for[c] = lst
     read_bw = parse_read_bw(ap, args.read_bw)
-    levels = cpu_levels() if args.levels is None else [x for x in args.levels.split(",") if x]
+    if args.isa:
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            ap.error(f"--isa {args.isa}: an x86-64 class; this machine is {platform.machine()}")
+        if ISA_LEVEL[args.isa] not in cpu_levels():
+            ap.error(f"--isa {args.isa}: this CPU does not run the {ISA_LEVEL[args.isa]} level")
+        if args.levels is not None and any(x != ISA_LEVEL[args.isa] for x in args.levels.split(",") if x):
+            ap.error(f"--levels: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only")
+    levels = [ISA_LEVEL[args.isa]] if args.isa else (
+        cpu_levels() if args.levels is None else [x for x in args.levels.split(",") if x])
     configs = []
     for c in [x.strip() for x in args.configs.split(",") if x.strip()]:
         if c == "ours-LEVEL":
@@ -424,7 +498,8 @@ def run(argv):
     plan = []
     for c in configs:
         if c == "ours":
-            plan.append((c, fork["llama-bench"], files["pq2_0"], {}, []))
+            plan.append((c, fork["llama-bench"], files["pq2_0"],
+                         {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
         elif c.startswith("ours-"):
             plan.append((c, fork["llama-bench"], files["pq2_0"], {"GGML_T2P_KERNEL": c[5:]}, []))
         elif c.startswith("stock-"):
