@@ -1,4 +1,4 @@
-//! The only inline assembly of the crate: `sdot`, `smmla` and `fcvtl` (fp16 -> f32), whose
+//! The aarch64 inline assembly of the crate: `sdot`, `smmla` and `fcvtl` (fp16 -> f32), whose
 //! intrinsics are not stable in Rust, and one `ldp` + 4 `smmla` step whose load must stay where
 //! it is written (see [`smmla_2x2_ldp`]). Each wrapper is `#[inline(always)]` and must only be
 //! called from functions compiled with the matching target feature (`dotprod`, `i8mm`).
