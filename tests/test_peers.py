@@ -140,28 +140,48 @@ class Peers(unittest.TestCase):
     def test_isa_violations(self):
         d = os.path.join(self.tmp.name, "cache")
         os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "CMakeCache.txt"), "w") as f:
-            f.write("GGML_NATIVE:BOOL=ON\nGGML_AVX2:BOOL=ON\nGGML_AVX512:BOOL=OFF\n"
-                    "GGML_AMX_INT8:BOOL=on\n//GGML_AVX512:BOOL=ON\n")
-        self.assertEqual(peers.isa_violations(d, "avx2"), ["GGML_NATIVE=ON", "GGML_AMX_INT8=ON"])
-        with open(os.path.join(d, "CMakeCache.txt"), "w") as f:
-            f.write("GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_FMA:BOOL=ON\n")
-        self.assertEqual(peers.isa_violations(d, "avx2"), [])
-        self.assertEqual(peers.isa_violations(os.path.join(d, "none"), "avx2"), [])
+        self.assertEqual(peers.isa_violations(d, "avx2"), ["no CMakeCache.txt"])
+        good = "GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_FMA:BOOL=ON\nGGML_F16C:BOOL=ON\n"
+        for cache, fork, want in (
+                (good, False, []),
+                (good + "GGML_CPU_T2P:BOOL=ON\n", True, []),
+                (good, True, ["GGML_CPU_T2P not ON"]),
+                (good.replace("NATIVE:BOOL=OFF", "NATIVE:BOOL=ON") + "GGML_AMX_INT8:BOOL=on\n//GGML_AVX512:BOOL=ON\n",
+                 False, ["GGML_NATIVE=ON", "GGML_AMX_INT8=on"]),
+                (good + "GGML_AVX512:BOOL=Y\r\n", False, ["GGML_AVX512=Y"]),
+                (good.replace("GGML_AVX2:BOOL=ON", "GGML_AVX2:BOOL=OFF"), False, ["GGML_AVX2 not ON"]),
+                (good + "GGML_BACKEND_DL:BOOL=ON\nGGML_CPU_ALL_VARIANTS:BOOL=ON\n", False,
+                 ["GGML_BACKEND_DL=ON", "GGML_CPU_ALL_VARIANTS=ON"]),
+                (good + "CMAKE_C_FLAGS:STRING=-O2 -march=native\nCMAKE_CXX_FLAGS:STRING=-mavx512f -g\n", False,
+                 ["CMAKE_C_FLAGS has -march=native", "CMAKE_CXX_FLAGS has -mavx512f"])):
+            with open(os.path.join(d, "CMakeCache.txt"), "w", newline="") as f:
+                f.write(cache)
+            self.assertEqual(peers.isa_violations(d, "avx2", fork), want, cache)
 
     def test_isa_dry_run(self):
-        """--isa avx2: ours forced to avx2 in the AVX2-only build folders; a native folder refused."""
+        """--isa avx2: ours forced to avx2 in the AVX2-only build folders; a native folder, a folder
+        with binaries and no CMakeCache, and other levels of ours refused; --build only printed."""
         d = self.tmp.name
         fork, ik = os.path.join(d, "isa-fork"), os.path.join(d, "isa-ik")
+        os.makedirs(fork, exist_ok=True)
+        os.makedirs(ik, exist_ok=True)
         base = ["--llama", fork, "--ik", ik, "-m", self.untied, "--work", os.path.join(d, "w"), "--isa", "avx2",
                 "--configs", "ours,ours-LEVEL,ik-iq2_bn-rtr", "--dry-run"]
-        if "avx2" not in peers.cpu_levels():
+        if "avx2" not in peers.cpu_levels():     # ARM, or x86-64 without AVX2: the tool refuses --isa avx2
             p = self.run_tool(*base)
             self.assertEqual(p.returncode, 2, p.stdout)
-            self.assertIn("does not run the avx2 level", p.stdout)
+            self.assertRegex(p.stdout, r"does not run the avx2 level|an x86-64 class")
             return
-        avx2_only = "GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_AVX512:BOOL=OFF\n"
-        self.fake_build(os.path.join(fork, "build-peers-avx2"), avx2_only)
+        # --build with --dry-run: the configure and build commands are printed, not run, nothing is made
+        p = self.run_tool(*(base + ["--build"]))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertRegex(p.stdout, r"would run: cmake -S \S*isa-fork -B \S*build-peers-avx2 .*-DGGML_CPU_T2P=ON.*"
+                                   r"-DGGML_NATIVE=OFF")
+        self.assertRegex(p.stdout, r"would run: cmake -S \S*isa-ik -B \S*build-peers-avx2 .*-DGGML_NATIVE=OFF")
+        self.assertFalse(os.path.exists(os.path.join(fork, "build-peers-avx2")))
+        self.assertFalse(os.path.exists(os.path.join(d, "w")))
+        avx2_only = "GGML_NATIVE:BOOL=OFF\nGGML_AVX2:BOOL=ON\nGGML_FMA:BOOL=ON\nGGML_F16C:BOOL=ON\n"
+        self.fake_build(os.path.join(fork, "build-peers-avx2"), avx2_only + "GGML_CPU_T2P:BOOL=ON\n")
         self.fake_build(os.path.join(ik, "build-peers-avx2"), avx2_only)
         p = self.run_tool(*base)
         self.assertEqual(p.returncode, 0, p.stdout)
@@ -170,15 +190,25 @@ class Peers(unittest.TestCase):
         self.assertNotIn("avx512vnni", p.stdout)
         self.assertIn(os.path.join(fork, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
         self.assertIn(os.path.join(ik, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
-        # a native build folder for either engine is refused
+        # refused: a native ik build; a fork build without the plugin; binaries with no CMakeCache
         self.fake_build(os.path.join(ik, "build-peers"), "GGML_NATIVE:BOOL=ON\n")
         p = self.run_tool(*(base + ["--ik-build", os.path.join(ik, "build-peers")]))
         self.assertEqual(p.returncode, 1, p.stdout)
-        self.assertIn("configured with GGML_NATIVE=ON", p.stdout)
-        p = self.run_tool(*(base + ["--levels", "avx512vnni"]))
-        self.assertEqual(p.returncode, 2, p.stdout)
-        self.assertIn("ours runs avx2 only", p.stdout)
-
+        self.assertIn("GGML_NATIVE=ON", p.stdout)
+        self.fake_build(os.path.join(fork, "no-t2p"), avx2_only)
+        p = self.run_tool(*(base + ["--llama-build", os.path.join(fork, "no-t2p")]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("GGML_CPU_T2P not ON", p.stdout)
+        self.fake_build(os.path.join(fork, "installed"), "")
+        os.unlink(os.path.join(fork, "installed", "CMakeCache.txt"))
+        p = self.run_tool(*(base + ["--llama-build", os.path.join(fork, "installed")]))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("no CMakeCache.txt", p.stdout)
+        # ours at any other level is refused, by --levels or by name
+        for extra in (["--levels", "avx512vnni"], ["--configs", "ours,ours-avx512vnni"]):
+            p = self.run_tool(*(base + extra))
+            self.assertEqual(p.returncode, 2, p.stdout)
+            self.assertIn("ours runs avx2 only", p.stdout)
 
 if __name__ == "__main__":
     unittest.main()

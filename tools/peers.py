@@ -73,9 +73,18 @@ ISA_FLAGS = {"avx2": ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-
                       "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF",
                       "-DGGML_AVXVNNI=OFF", "-DGGML_AMX_INT8=OFF"]}
 ISA_LEVEL = {"avx2": "avx2"}
-# CMakeCache entries that must not be ON in an --isa build
+# CMakeCache entries that must not be true in an --isa build (ggml's wider ISAs, -march=native, and the
+# builds that pick a CPU variant at run time), and those that must be
 ISA_FORBIDDEN = {"avx2": ["GGML_NATIVE", "GGML_AVX512", "GGML_AVX512_VNNI", "GGML_AVX512_VBMI", "GGML_AVX512_BF16",
-                          "GGML_AVX_VNNI", "GGML_AVXVNNI", "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"]}
+                          "GGML_AVX_VNNI", "GGML_AVXVNNI", "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16",
+                          "GGML_BACKEND_DL", "GGML_CPU_ALL_VARIANTS"]}
+ISA_REQUIRED = {"avx2": ["GGML_AVX2", "GGML_FMA", "GGML_F16C"]}
+# compiler flags in CMAKE_C_FLAGS / CMAKE_CXX_FLAGS that would widen the build
+ISA_FLAG_WORDS = {"avx2": ("-march=native", "-mtune=native", "-mavx512", "-mamx", "-mavxvnni", "-mavx10",
+                           "-mavx-vnni")}
+# CMake's true constants (if(<constant>)); anything else that is not a false constant is a path or
+# a variable name and is treated as not set
+CMAKE_TRUE = ("1", "ON", "YES", "TRUE", "Y")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr"]
@@ -177,6 +186,11 @@ def built_binaries(args, build, log, configure):
     refusing with it as the reason when the folder is not configured); None when any is missing."""
     got = {n: tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")}
     missing = [n for n, p in got.items() if not p]
+    if missing and args.build and args.dry_run:
+        if not os.path.isfile(os.path.join(build, "CMakeCache.txt")) and not isinstance(configure, str):
+            print(f"would run: {' '.join(configure)}")
+        print(f"would run: cmake --build {build} --config Release -j {args.jobs} --target {' '.join(missing)}")
+        return {n: p or os.path.join(build, "bin", n) for n, p in got.items()}
     if missing and args.build:
         if not os.path.isfile(os.path.join(build, "CMakeCache.txt")):
             if isinstance(configure, str):
@@ -195,30 +209,47 @@ def built_binaries(args, build, log, configure):
     return got
 
 
-def isa_violations(build, isa):
-    """The CMakeCache entries of BUILD that say it uses instructions beyond the class ISA (e.g.
-    ['GGML_NATIVE=ON']); [] when none or when the folder is not configured yet."""
-    bad = []
-    try:
-        text = tc.read_text(os.path.join(build, "CMakeCache.txt"))
-    except OSError:
-        return bad
+def isa_violations(build, isa, fork=False):
+    """What in BUILD's CMakeCache.txt says it may use instructions beyond the class ISA, or not its
+    baseline (e.g. ['GGML_NATIVE=ON', 'GGML_FMA not ON']); for the fork build (FORK) also a missing
+    ggml-t2p (GGML_CPU_T2P). ['no CMakeCache.txt'] when there is no cache to read."""
+    cache = os.path.join(build, "CMakeCache.txt")
+    if not os.path.isfile(cache):
+        return ["no CMakeCache.txt"]
+    text = tc.read_text(cache)
+    values = {}
     for line in text.splitlines():
+        if line.startswith(("//", "#")):
+            continue
         name, _, rest = line.partition(":")
-        value = rest.partition("=")[2].strip().upper()
-        if name in ISA_FORBIDDEN[isa] and value in ("ON", "1", "TRUE", "YES"):
-            bad.append(f"{name}={value}")
+        values[name.strip()] = rest.partition("=")[2].strip()
+    bad = []
+    for name in ISA_FORBIDDEN[isa]:
+        if values.get(name, "").upper() in CMAKE_TRUE:
+            bad.append(f"{name}={values[name]}")
+    for name in ISA_REQUIRED[isa] + (["GGML_CPU_T2P"] if fork else []):
+        if values.get(name, "").upper() not in CMAKE_TRUE:
+            bad.append(f"{name} not ON")
+    for name in ("CMAKE_C_FLAGS", "CMAKE_CXX_FLAGS"):
+        words = [w for w in values.get(name, "").split() if w.startswith(ISA_FLAG_WORDS[isa])]
+        if words:
+            bad.append(f"{name} has {' '.join(words)}")
     return bad
 
 
-def isa_checked(build, isa, what):
-    """True when BUILD may serve --isa ISA (always without --isa); says why not otherwise."""
+def isa_checked(build, isa, what, fork=False, before_build=False):
+    """True when BUILD may serve --isa ISA (always without --isa); says why not otherwise. Before a
+    build (BEFORE_BUILD), a folder without a CMakeCache.txt passes when it has no binaries either (--build
+    configures it; otherwise the missing binaries are reported)."""
     if not isa:
         return True
-    bad = isa_violations(build, isa)
+    bad = isa_violations(build, isa, fork)
+    if bad == ["no CMakeCache.txt"] and before_build and not any(
+            tc.find_built_binary(build, n) for n in ("llama-bench", "llama-quantize")):
+        return True
     if bad:
-        tc.say(TOOL, f"--isa {isa}: {what} build {build} is configured with {', '.join(bad)}: it may use "
-                     f"instructions beyond {isa}; name an {isa}-only build folder, or a new one with --build")
+        tc.say(TOOL, f"--isa {isa}: {what} build {build}: {', '.join(bad)}: it may use instructions beyond "
+                     f"{isa} (or lack its baseline); name an {isa}-only CMake build folder, or a new one with --build")
         return False
     return True
 
@@ -229,21 +260,21 @@ def fork_binaries(args):
         configure = ["cmake", "-S", args.llama, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON",
                      f"-DGGML_CPU_T2P_DIR={ROOT}", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
                      "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF"] + ISA_FLAGS[args.isa]
-        if not isa_checked(build, args.isa, "the fork's"):
+        if not isa_checked(build, args.isa, "the fork's", fork=True, before_build=True):
             return None
     else:
         build = args.llama_build or os.path.join(args.llama, "build-t2p")
         configure = f"{build} is not configured: run tools/t2p.py --llama {args.llama} first"
     got = built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "fork-build.log")
                          if args.isa else os.path.join(build, "peers-build.log"), configure)
-    if got and args.isa and not isa_checked(build, args.isa, "the fork's"):
+    if got and args.isa and not args.dry_run and not isa_checked(build, args.isa, "the fork's", fork=True):
         return None
     return got
 
 
 def ik_binaries(args):
     build = args.ik_build or os.path.join(args.ik, f"build-peers-{args.isa}" if args.isa else "build-peers")
-    if not isa_checked(build, args.isa, "ik_llama.cpp's"):
+    if not isa_checked(build, args.isa, "ik_llama.cpp's", before_build=True):
         return None
     got = built_binaries(args, build, os.path.join(os.path.abspath(args.out_dir), "ik-build.log"),
                          ["cmake", "-S", args.ik, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
@@ -253,7 +284,7 @@ def ik_binaries(args):
                           # default F16 cache does not need them
                           "-DGGML_IQK_FA_ALL_QUANTS=OFF"]
                          + (ISA_FLAGS[args.isa] if args.isa else ["-DGGML_NATIVE=ON"]))
-    if got and not isa_checked(build, args.isa, "ik_llama.cpp's"):
+    if got and not args.dry_run and not isa_checked(build, args.isa, "ik_llama.cpp's"):
         return None
     return got
 
@@ -294,10 +325,15 @@ def cpu_levels():
 # conversions
 # ---------------------------------------------------------------------------
 
+def up_to_date(dst, src):
+    """DST exists and is not older than SRC (a conversion made from it is reused)."""
+    return os.path.isfile(dst) and os.path.isfile(src) and os.path.getmtime(dst) >= os.path.getmtime(src)
+
+
 def quantize(tool_bin, src, dst, qtype, allow_requant, log_dir, label):
     """llama-quantize SRC -> DST (type QTYPE), written to a temporary name and renamed; reused while
     DST is newer than SRC. Returns True on success."""
-    if os.path.isfile(dst) and os.path.getmtime(dst) >= os.path.getmtime(src):
+    if up_to_date(dst, src):
         tc.say(TOOL, f"{label}: reusing {dst}")
         return True
     tmp = f"{dst}.tmp-{os.getpid()}"
@@ -361,12 +397,13 @@ def parser():
                "      --read-bw 1=8.2,2=13.6 --json peers.json")
     ap.add_argument("--llama", metavar="DIR", required=True,
                     help="the fork checkout, patched and built by tools/t2p.py")
-    ap.add_argument("--llama-build", metavar="DIR", help="its build folder (default: LLAMA/build-t2p)")
+    ap.add_argument("--llama-build", metavar="DIR", help="its build folder (default: LLAMA/build-t2p; with --isa ISA: LLAMA/build-peers-ISA)")
     ap.add_argument("--ik", metavar="DIR", help="an ik_llama.cpp checkout (for the ik-* configurations)")
-    ap.add_argument("--ik-build", metavar="DIR", help="its build folder (default: IK/build-peers)")
+    ap.add_argument("--ik-build", metavar="DIR", help="its build folder (default: IK/build-peers; with --isa ISA: IK/build-peers-ISA)")
     ap.add_argument("--build", action="store_true",
                     help="build missing binaries with cmake (llama-quantize in the fork's folder; ik_llama.cpp "
-                         "CPU-only, native, Release)")
+                         "CPU-only, native, Release; with --isa both engines without anything beyond it); "
+                         "not with --dry-run")
     ap.add_argument("--isa", choices=sorted(ISA_FLAGS),
                     help="compare on a narrower x86 class than this CPU: both engines built without anything "
                          "beyond it (folders build-peers-ISA), ours at that level (see above)")
@@ -380,7 +417,7 @@ def parser():
                     help="comma-separated configurations (default: all; ik-* need --ik): " + ", ".join(ALL_CONFIGS)
                          + "; ours-LEVEL expands to each level this CPU runs")
     ap.add_argument("--levels", metavar="LIST", help="ggml-t2p levels for ours-LEVEL (default: those this CPU runs: "
-                    + (",".join(cpu_levels()) or "none found") + ")")
+                    + (",".join(cpu_levels()) or "none found") + "; with --isa ISA: that level only)")
     ap.add_argument("-p", default="512,64", metavar="LIST", help="prompt sizes (default 512,64)")
     ap.add_argument("--p-for", action="append", default=[], metavar="CONFIG=LIST",
                     help="other prompt sizes for one configuration, e.g. stock-pq2_0=64 where a slow path would "
@@ -430,7 +467,8 @@ def run(argv):
         if platform.machine().lower() not in ("x86_64", "amd64"):
             ap.error(f"--isa {args.isa}: an x86-64 class; this machine is {platform.machine()}")
         if ISA_LEVEL[args.isa] not in cpu_levels():
-            ap.error(f"--isa {args.isa}: this CPU does not run the {ISA_LEVEL[args.isa]} level")
+            ap.error(f"--isa {args.isa}: this CPU does not run the {ISA_LEVEL[args.isa]} level (or its flags "
+                     "could not be read: the tool reads Linux's /proc/cpuinfo)")
         if args.levels is not None and any(x != ISA_LEVEL[args.isa] for x in args.levels.split(",") if x):
             ap.error(f"--levels: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only")
     levels = [ISA_LEVEL[args.isa]] if args.isa else (
@@ -443,6 +481,11 @@ def run(argv):
             configs.append(c)
         else:
             ap.error(f"--configs: unknown configuration '{c}' (known: {', '.join(ALL_CONFIGS)}, ours-<level>)")
+    if args.isa:
+        other = [c for c in configs if c.startswith("ours-") and c != f"ours-{ISA_LEVEL[args.isa]}"]
+        if other:
+            ap.error(f"--configs: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only, not "
+                     f"{', '.join(other)}")
     for c in p_for:
         if c not in configs:
             ap.error(f"--p-for: '{c}' is not among the configurations run ({', '.join(configs)})")
@@ -451,9 +494,11 @@ def run(argv):
     if args.json:
         tc.out_file_arg(ap, "--json", args.json)
     work = os.path.abspath(args.work or os.path.join(tc.cache_dir(), "peers"))
-    tc.out_arg(ap, work, "--work")
+    if not args.dry_run:
+        tc.out_arg(ap, work, "--work")
     args.out_dir = args.out_dir or os.path.join(work, time.strftime("runs-%Y%m%d-%H%M%S"))
-    tc.out_arg(ap, args.out_dir)
+    if not args.dry_run:                   # a dry run writes nothing
+        tc.out_arg(ap, args.out_dir)
     model = os.path.abspath(args.model)
     try:
         ftype, _ = gguf_tensors(model)
@@ -479,7 +524,8 @@ def run(argv):
         if ftype not in FTYPE_FLOAT:
             f16 = os.path.join(work, f"{stem}-f16.gguf")
             if args.dry_run:
-                print(f"would run: {fork['llama-quantize']} --allow-requantize {model} {f16} F16")
+                print(f"would reuse: {f16}" if up_to_date(f16, model) else
+                      f"would run: {fork['llama-quantize']} --allow-requantize {model} {f16} F16")
             elif not quantize(fork["llama-quantize"], model, f16, "F16", True, args.out_dir, "f16"):
                 return 1, None
         for fmt in sorted(need - set(files)):
@@ -490,7 +536,9 @@ def run(argv):
                 qbin, qtype = fork["llama-quantize"], fmt.upper()
                 dst = os.path.join(work, f"{stem}-{fmt}.gguf")
             if args.dry_run:
-                print(f"would run: {qbin} {f16} {dst} {qtype}")
+                # (a new F16 file would be newer than every conversion made from the old one)
+                print(f"would reuse: {dst}" if up_to_date(dst, f16) and (f16 == model or up_to_date(f16, model))
+                      else f"would run: {qbin} {f16} {dst} {qtype}")
             elif not quantize(qbin, f16, dst, qtype, False, args.out_dir, fmt):
                 return 1, None
             files[fmt] = dst
