@@ -105,13 +105,7 @@ class Peers(unittest.TestCase):
     def test_dry_run(self):
         """A fake fork build folder with llama-bench and llama-quantize stand-ins (never run)."""
         d = self.tmp.name
-        bin_dir = os.path.join(d, "fork", "build-t2p", "bin")
-        os.makedirs(bin_dir, exist_ok=True)
-        for n in ("llama-bench", "llama-quantize"):
-            path = os.path.join(bin_dir, n)
-            with open(path, "w") as f:
-                f.write("#!/bin/sh\nexit 1\n")
-            os.chmod(path, 0o755)
+        self.fake_build(os.path.join(d, "fork", "build-t2p"), None)
         p = self.run_tool("--llama", os.path.join(d, "fork"), "-m", self.untied, "--work", os.path.join(d, "w"),
                           "--configs", "ours,ours-avx2,stock-pq2_0,stock-q4_0", "--p-for", "stock-pq2_0=64",
                           "-t", "1,2", "-n", "16", "--dry-run")
@@ -127,6 +121,8 @@ class Peers(unittest.TestCase):
         self.assertRegex(out, r"\(ours\).* -p 512,64 -n 16 -t 1,2 -r 1 -mmp 0 -v -o json")
 
     def fake_build(self, folder, cache):
+        """FOLDER/bin/llama-bench and llama-quantize stand-ins (never run), and CACHE as its
+        CMakeCache.txt (None: no cache)."""
         bin_dir = os.path.join(folder, "bin")
         os.makedirs(bin_dir, exist_ok=True)
         for n in ("llama-bench", "llama-quantize"):
@@ -134,8 +130,9 @@ class Peers(unittest.TestCase):
             with open(path, "w") as f:
                 f.write("#!/bin/sh\nexit 1\n")
             os.chmod(path, 0o755)
-        with open(os.path.join(folder, "CMakeCache.txt"), "w") as f:
-            f.write(cache)
+        if cache is not None:
+            with open(os.path.join(folder, "CMakeCache.txt"), "w") as f:
+                f.write(cache)
 
     def test_isa_violations(self):
         d = os.path.join(self.tmp.name, "cache")
@@ -199,8 +196,7 @@ class Peers(unittest.TestCase):
         p = self.run_tool(*(base + ["--llama-build", os.path.join(fork, "no-t2p")]))
         self.assertEqual(p.returncode, 1, p.stdout)
         self.assertIn("GGML_CPU_T2P not ON", p.stdout)
-        self.fake_build(os.path.join(fork, "installed"), "")
-        os.unlink(os.path.join(fork, "installed", "CMakeCache.txt"))
+        self.fake_build(os.path.join(fork, "installed"), None)
         p = self.run_tool(*(base + ["--llama-build", os.path.join(fork, "installed")]))
         self.assertEqual(p.returncode, 1, p.stdout)
         self.assertIn("no CMakeCache.txt", p.stdout)

@@ -132,6 +132,51 @@ impl Isa for Avx2 {
     }
 }
 
+/// The `asm!` of one slot of a [`block_16x4`] word: per column `c`, the group at byte `$off` of
+/// `a<c>` broadcast once, multiplied with the slot's codes of both 8-row vectors (`u0`, `u1`)
+/// and added to that column's two accumulators.
+macro_rules! slot_16x4 {
+    ($off:literal) => {
+        concat!(
+            "vpbroadcastd {y}, dword ptr [{a0} + ",
+            $off,
+            "]\n",
+            "vpmaddubsw {p}, {u0}, {y}\n",
+            "vpaddw {c00}, {c00}, {p}\n",
+            "vpmaddubsw {y}, {u1}, {y}\n",
+            "vpaddw {c10}, {c10}, {y}\n",
+            "vpbroadcastd {y}, dword ptr [{a1} + ",
+            $off,
+            "]\n",
+            "vpmaddubsw {p}, {u0}, {y}\n",
+            "vpaddw {c01}, {c01}, {p}\n",
+            "vpmaddubsw {y}, {u1}, {y}\n",
+            "vpaddw {c11}, {c11}, {y}\n",
+            "vpbroadcastd {y}, dword ptr [{a2} + ",
+            $off,
+            "]\n",
+            "vpmaddubsw {p}, {u0}, {y}\n",
+            "vpaddw {c02}, {c02}, {p}\n",
+            "vpmaddubsw {y}, {u1}, {y}\n",
+            "vpaddw {c12}, {c12}, {y}\n",
+            "vpbroadcastd {y}, dword ptr [{a3} + ",
+            $off,
+            "]\n",
+            "vpmaddubsw {p}, {u0}, {y}\n",
+            "vpaddw {c03}, {c03}, {p}\n",
+            "vpmaddubsw {y}, {u1}, {y}\n",
+            "vpaddw {c13}, {c13}, {y}",
+        )
+    };
+}
+
+/// The next slot's codes of both word vectors: a 2-bit shift in place, then the mask.
+macro_rules! next_slot_16x4 {
+    () => {
+        concat!("vpsrlw {v0}, {v0}, 2\n", "vpsrlw {v1}, {v1}, 2\n", "vpand {u0}, {v0}, {m}\n", "vpand {u1}, {v1}, {m}",)
+    };
+}
+
 /// One block of a 16-row x 4-column tile: for each word, its two 8-row vectors are loaded and
 /// decoded slot by slot (`and` with 3, then a 2-bit shift in place for the next slot), and each
 /// slot meets one broadcast of each column's group: 2 `vpmaddubsw` and 2 `vpaddw` per broadcast.
@@ -156,66 +201,13 @@ unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) 
                 "vmovdqu {v1}, ymmword ptr [{q} + 32]",
                 "vpand {u0}, {v0}, {m}",
                 "vpand {u1}, {v1}, {m}",
-                "vpbroadcastd {y}, dword ptr [{a0}]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a1}]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a2}]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a3}]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
-                "vpsrlw {v0}, {v0}, 2",
-                "vpsrlw {v1}, {v1}, 2",
-                "vpand {u0}, {v0}, {m}",
-                "vpand {u1}, {v1}, {m}",
-                "vpbroadcastd {y}, dword ptr [{a0} + 4]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a1} + 4]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a2} + 4]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a3} + 4]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
-                "vpsrlw {v0}, {v0}, 2",
-                "vpsrlw {v1}, {v1}, 2",
-                "vpand {u0}, {v0}, {m}",
-                "vpand {u1}, {v1}, {m}",
-                "vpbroadcastd {y}, dword ptr [{a0} + 8]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a1} + 8]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a2} + 8]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a3} + 8]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
-                "vpsrlw {v0}, {v0}, 2",
-                "vpsrlw {v1}, {v1}, 2",
-                "vpand {u0}, {v0}, {m}",
-                "vpand {u1}, {v1}, {m}",
-                "vpbroadcastd {y}, dword ptr [{a0} + 12]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c00}, {c00}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c10}, {c10}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a1} + 12]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c01}, {c01}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c11}, {c11}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a2} + 12]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c02}, {c02}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c12}, {c12}, {y}",
-                "vpbroadcastd {y}, dword ptr [{a3} + 12]",
-                "vpmaddubsw {p}, {u0}, {y}", "vpaddw {c03}, {c03}, {p}",
-                "vpmaddubsw {y}, {u1}, {y}", "vpaddw {c13}, {c13}, {y}",
+                slot_16x4!("0"),
+                next_slot_16x4!(),
+                slot_16x4!("4"),
+                next_slot_16x4!(),
+                slot_16x4!("8"),
+                next_slot_16x4!(),
+                slot_16x4!("12"),
                 q = in(reg) b.qs[w].as_ptr(),
                 a0 = in(reg) a[0].qs.as_ptr().add(16 * w),
                 a1 = in(reg) a[1].qs.as_ptr().add(16 * w),
