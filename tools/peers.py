@@ -85,7 +85,6 @@ ISA_FLAG_WORDS = {"avx2": ("-march=native", "-mtune=native", "-mavx512", "-mamx"
 # CMake's true constants (if(<constant>)); anything else that is not a false constant is a path or
 # a variable name and is treated as not set
 CMAKE_TRUE = ("1", "ON", "YES", "TRUE", "Y")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr"]
 
@@ -257,9 +256,8 @@ def isa_checked(build, isa, what, fork=False, before_build=False):
 def fork_binaries(args):
     if args.isa:
         build = args.llama_build or os.path.join(args.llama, f"build-peers-{args.isa}")
-        configure = ["cmake", "-S", args.llama, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON",
-                     f"-DGGML_CPU_T2P_DIR={ROOT}", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                     "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF"] + ISA_FLAGS[args.isa]
+        configure = (["cmake", "-S", args.llama, "-B", build] + tc.fork_cmake_options()
+                     + ["-DLLAMA_BUILD_TESTS=OFF"] + ISA_FLAGS[args.isa])
         if not isa_checked(build, args.isa, "the fork's", fork=True, before_build=True):
             return None
     else:

@@ -277,9 +277,7 @@ def apply_patch(llama):
 # 4. configure and build
 
 def cmake_args(args, llama, build, no_amx=False):
-    common = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON", f"-DGGML_CPU_T2P_DIR={ROOT}",
-              "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
-              "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF"]
+    common = tc.fork_cmake_options()
     if args.cross_windows:
         # Debian 12's MinGW-w64 headers (10.0) lack THREAD_POWER_THROTTLING_STATE, which ggml-cpu.c uses
         # for _WIN32_WINNT >= 0x0602: C at the Windows 7 level there (cpp-httplib, C++, wants Windows 10)

@@ -280,6 +280,16 @@ AMX_INSN = re.compile(r"^(tileloadd|tileloaddt1|tilestored|tdp\w+|ldtilecfg|stti
 AMX_OFF_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 
 
+def fork_cmake_options():
+    """The CMake options of every build of the fork with ggml-t2p that the tools configure (t2p.py,
+    peers.py --isa): Release, the plugin from this checkout, and no server, app, web UI, OpenSSL or
+    curl (a CPU benchmark build needs none of them)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_CPU_T2P=ON", f"-DGGML_CPU_T2P_DIR={root}",
+            "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF",
+            "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF"]
+
+
 def diagnose(rc, log_text, gdb_text=""):
     """What a failed run's exit status and output say. Returns None when it did not die by a signal,
     else a dict: signal, name ('SIGILL (illegal instruction)'), how, function, instruction, where
