@@ -132,40 +132,41 @@ impl Isa for Avx2 {
     }
 }
 
-/// The `asm!` of one slot of a [`block_16x4`] word: per column `c`, the group at byte `$off` of
-/// `a<c>` broadcast once, multiplied with the slot's codes of both 8-row vectors (`u0`, `u1`)
-/// and added to that column's two accumulators.
+/// The `asm!` of one column of one slot of a [`block_16x4`] word: the column's group at byte
+/// `$off` of `$a` broadcast once, multiplied with the slot's codes of both 8-row vectors (`u0`,
+/// `u1`) and added to the column's accumulators `$c0` (rows 0..8) and `$c1` (rows 8..16).
+macro_rules! col_16x4 {
+    ($a:ident, $c0:ident, $c1:ident, $off:literal) => {
+        concat!(
+            "vpbroadcastd {y}, dword ptr [{",
+            stringify!($a),
+            "} + ",
+            $off,
+            "]\n",
+            "vpmaddubsw {p}, {u0}, {y}\n",
+            "vpaddw {",
+            stringify!($c0),
+            "}, {",
+            stringify!($c0),
+            "}, {p}\n",
+            "vpmaddubsw {y}, {u1}, {y}\n",
+            "vpaddw {",
+            stringify!($c1),
+            "}, {",
+            stringify!($c1),
+            "}, {y}\n",
+        )
+    };
+}
+
+/// The `asm!` of one slot of a [`block_16x4`] word: [`col_16x4`] for the 4 columns.
 macro_rules! slot_16x4 {
     ($off:literal) => {
         concat!(
-            "vpbroadcastd {y}, dword ptr [{a0} + ",
-            $off,
-            "]\n",
-            "vpmaddubsw {p}, {u0}, {y}\n",
-            "vpaddw {c00}, {c00}, {p}\n",
-            "vpmaddubsw {y}, {u1}, {y}\n",
-            "vpaddw {c10}, {c10}, {y}\n",
-            "vpbroadcastd {y}, dword ptr [{a1} + ",
-            $off,
-            "]\n",
-            "vpmaddubsw {p}, {u0}, {y}\n",
-            "vpaddw {c01}, {c01}, {p}\n",
-            "vpmaddubsw {y}, {u1}, {y}\n",
-            "vpaddw {c11}, {c11}, {y}\n",
-            "vpbroadcastd {y}, dword ptr [{a2} + ",
-            $off,
-            "]\n",
-            "vpmaddubsw {p}, {u0}, {y}\n",
-            "vpaddw {c02}, {c02}, {p}\n",
-            "vpmaddubsw {y}, {u1}, {y}\n",
-            "vpaddw {c12}, {c12}, {y}\n",
-            "vpbroadcastd {y}, dword ptr [{a3} + ",
-            $off,
-            "]\n",
-            "vpmaddubsw {p}, {u0}, {y}\n",
-            "vpaddw {c03}, {c03}, {p}\n",
-            "vpmaddubsw {y}, {u1}, {y}\n",
-            "vpaddw {c13}, {c13}, {y}",
+            col_16x4!(a0, c00, c10, $off),
+            col_16x4!(a1, c01, c11, $off),
+            col_16x4!(a2, c02, c12, $off),
+            col_16x4!(a3, c03, c13, $off),
         )
     };
 }
@@ -190,7 +191,6 @@ macro_rules! next_slot_16x4 {
 #[inline]
 unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) {
     let [[mut c00, mut c01, mut c02, mut c03], [mut c10, mut c11, mut c12, mut c13]] = acc.map(|r| r.map(|x| x.s));
-    // SAFETY: register setup.
     let m = _mm256_set1_epi8(0x03);
     for w in 0..8 {
         // SAFETY: reads the 64 bytes of word `w` of `b` and bytes 16w .. 16w + 16 of each column's
