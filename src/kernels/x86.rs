@@ -177,6 +177,8 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
     for (j, x) in streams.iter_mut().enumerate() {
         *x = job.tile(t0 + j);
     }
+    // the job's weight blocks, for the prefetch past the end of a tile (never past the job's own)
+    let job_blocks = &job.w[..job.tiles.end * nb];
     // No closures (`core::array::from_fn`) in here: they are not inlined into the caller's
     // `#[target_feature]` function, and every intrinsic in them would become a call.
     for i in 0..nb {
@@ -188,7 +190,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
             let b = &blocks[i];
             if NC >= PF_MIN_COLS {
                 // the weights PF_BLOCKS blocks ahead, into the job's next tile at a tile's end
-                if let Some(ahead) = job.w[..job.tiles.end * nb].get((t0 + j) * nb + i + PF_BLOCKS) {
+                if let Some(ahead) = job_blocks.get((t0 + j) * nb + i + PF_BLOCKS) {
                     prefetch_block(ahead);
                 }
             }
