@@ -95,9 +95,15 @@ CPU_SETS = {
         model="sapphire_rapids",
         exclude="amx amx_int8 amx_bf16 la57",
         add="",
-        help="Sapphire Rapids: AVX-512 (incl. VNNI, BF16, FP16) + AVX-VNNI, F16C, FMA. "
-        "(AMX is left out: Bochs has no XFD, without which Linux 6.1 sets an invalid XCR0 and "
-        "panics; 5-level paging is left out too.)",
+        help="Sapphire Rapids without AMX: AVX-512 (incl. VNNI, BF16, FP16) + AVX-VNNI, F16C, FMA "
+        "(5-level paging left out, as in every set here).",
+    ),
+    "amx": dict(
+        model="sapphire_rapids",
+        exclude="la57",
+        add="",
+        help="Sapphire Rapids with AMX-TILE/INT8/BF16 (tdpbssd on 16x64-byte tiles) and XFD "
+        "(added to Bochs here: Linux enables AMX only with it), AVX-512 VNNI, AVX-VNNI.",
     ),
     "avx512": dict(
         model="corei7_skylake_x",
@@ -119,6 +125,107 @@ BOCHS_CONFIGURE = [
     "--disable-stats",
 ]
 BOCHS_CFLAGS = "-O2"
+
+# Bochs 3.0 implements the AMX instructions and their XSAVE state but not XFD (extended feature
+# disable, IA32_XFD / IA32_XFD_ERR, CPUID.(0xD,1):EAX[4]). Linux enables AMX only with XFD: without
+# it, Linux 6.1 drops XTILEDATA but keeps XTILECFG in XCR0, an invalid pair, and panics on XSETBV.
+# These edits add XFD as the SDM describes it, for the AMX tile-data component only: the two MSRs
+# (bits other than 18 reserved: #GP), the CPUID bits, and the fault: with IA32_XFD[18] set, every
+# AMX instruction raises #NM and sets IA32_XFD_ERR[18]. That is what lets Linux's lazy tile-state
+# allocation and its permission check (ARCH_REQ_XCOMP_PERM; SIGILL without it) run in the guest.
+# An XFD-armed component also reads as not in use (XINUSE), for XGETBV with ECX = 1 and for XSAVE*,
+# which then treat it as in its init state: Linux's idle loop releases the tiles only when
+# XGETBV(1) says they are in use, and would otherwise take the #NM in the kernel. Not modelled:
+# XRSTOR*'s #NM for an armed component (Linux clears XFD before it restores tile data).
+# The last edit fixes a Bochs bug that only a guest with AMX enabled reaches: the trace cache is
+# indexed by the physical address XOR the fetch-mode bits, and its self-modifying-code scan looks
+# for a 128-byte line's traces among that line's 128 entries. With AMX usable the fetch mode has
+# bit 7 set, which moves a trace into the neighbouring line's entries, where the scan of a store's
+# lines did not look: Linux's boot-time code patching then ran stale instructions and oopsed.
+# The scan now also covers the line after the highest stored line (entries move by at most one
+# line, and its per-trace line mask still decides what is flushed).
+# And Bochs 3.0's byte dot products for TDPBSSD/TDPBSUD/TDPBUSD widen every byte as unsigned
+# (Bit8u into Bit32s); the signed operands are now sign-extended (found by the self-test's
+# tdpbssd against the scalar formula: wrong sums whenever a byte was negative).
+# Each edit's old text must occur exactly once in the source, so a different Bochs version fails
+# loudly here.
+BOCHS_AMX_EDITS = [
+    ("cpu/cpu.h",
+     "  Bit64u ia32_xss;\n#endif\n",
+     "  Bit64u ia32_xss;\n#endif\n#if BX_SUPPORT_AMX\n  Bit64u ia32_xfd, ia32_xfd_err;\n#endif\n"),
+    ("cpu/init.cc",
+     "  BX_CPU_THIS_PTR msr.ia32_xss = 0;\n",
+     "  BX_CPU_THIS_PTR msr.ia32_xss = 0;\n#if BX_SUPPORT_AMX\n  BX_CPU_THIS_PTR msr.ia32_xfd = 0;\n"
+     "  BX_CPU_THIS_PTR msr.ia32_xfd_err = 0;\n#endif\n"),
+    ("cpu/msr.cc",
+     "    case BX_MSR_XSS:\n      if (! is_cpu_extension_supported(BX_ISA_XSAVES)) {\n",
+     "#if BX_SUPPORT_AMX\n    case BX_MSR_IA32_XFD:\n    case BX_MSR_IA32_XFD_ERROR:\n"
+     "      if (! is_cpu_extension_supported(BX_ISA_AMX))\n        return handle_unknown_rdmsr(index, msr);\n"
+     "      val64 = (index == BX_MSR_IA32_XFD) ? BX_CPU_THIS_PTR msr.ia32_xfd : BX_CPU_THIS_PTR msr.ia32_xfd_err;\n"
+     "      break;\n#endif\n"
+     "    case BX_MSR_XSS:\n      if (! is_cpu_extension_supported(BX_ISA_XSAVES)) {\n"),
+    ("cpu/msr.cc",
+     "    case BX_MSR_XSS:\n      {\n",
+     "#if BX_SUPPORT_AMX\n    case BX_MSR_IA32_XFD:\n    case BX_MSR_IA32_XFD_ERROR:\n"
+     "      if (! is_cpu_extension_supported(BX_ISA_AMX))\n        return handle_unknown_wrmsr(index, val_64);\n"
+     "      if (val_64 & ~Bit64u(BX_XCR0_XTILEDATA_MASK)) {\n"
+     "        BX_ERROR((\"WRMSR: reserved bit in IA32_XFD / IA32_XFD_ERR\"));\n        return false;\n      }\n"
+     "      if (index == BX_MSR_IA32_XFD) {\n        BX_CPU_THIS_PTR msr.ia32_xfd = val_64;\n"
+     "        handleAvxModeChange();\n      }\n      else {\n        BX_CPU_THIS_PTR msr.ia32_xfd_err = val_64;\n      }\n"
+     "      break;\n#endif\n"
+     "    case BX_MSR_XSS:\n      {\n"),
+    ("cpu/xsave.cc",
+     "      xinuse |= BX_XCR0_SSE_MASK;\n  }\n\n  return xinuse;\n",
+     "      xinuse |= BX_XCR0_SSE_MASK;\n  }\n\n#if BX_SUPPORT_AMX\n"
+     "  xinuse &= ~Bit32u(BX_CPU_THIS_PTR msr.ia32_xfd);\n#endif\n  return xinuse;\n"),
+    ("cpu/msr.cc",
+     "  msr_desc[BX_MSR_XSS] = new MSR_Descriptor(\"MSR_IA32_XSS\", BX_ISA_XSAVES);\n",
+     "  msr_desc[BX_MSR_XSS] = new MSR_Descriptor(\"MSR_IA32_XSS\", BX_ISA_XSAVES);\n"
+     "#if BX_SUPPORT_AMX\n  msr_desc[BX_MSR_IA32_XFD] = new MSR_Descriptor(\"MSR_IA32_XFD\", BX_ISA_AMX);\n"
+     "  msr_desc[BX_MSR_IA32_XFD_ERROR] = new MSR_Descriptor(\"MSR_IA32_XFD_ERR\", BX_ISA_AMX);\n#endif\n"),
+    ("cpu/proc_ctrl.cc",
+     "(BX_XCR0_XTILECFG_MASK | BX_XCR0_XTILEDATA_MASK)) != 0)\n    clear_amx_ok();\n",
+     "(BX_XCR0_XTILECFG_MASK | BX_XCR0_XTILEDATA_MASK)) != 0 ||\n"
+     "      (BX_CPU_THIS_PTR msr.ia32_xfd & BX_XCR0_XTILEDATA_MASK) != 0)\n    clear_amx_ok();\n"),
+    ("cpu/proc_ctrl.cc",
+     "  if (~BX_CPU_THIS_PTR xcr0.val32 & (BX_XCR0_XTILECFG_MASK | BX_XCR0_XTILEDATA_MASK))\n"
+     "    exception(BX_UD_EXCEPTION, 0);\n",
+     "  if (~BX_CPU_THIS_PTR xcr0.val32 & (BX_XCR0_XTILECFG_MASK | BX_XCR0_XTILEDATA_MASK))\n"
+     "    exception(BX_UD_EXCEPTION, 0);\n\n"
+     "  if (BX_CPU_THIS_PTR msr.ia32_xfd & BX_XCR0_XTILEDATA_MASK) {\n"
+     "    BX_CPU_THIS_PTR msr.ia32_xfd_err |= BX_XCR0_XTILEDATA_MASK;\n"
+     "    exception(BX_NM_EXCEPTION, 0);\n  }\n"),
+    ("cpu/cpuid.cc",
+     "    if (is_cpu_extension_supported(BX_ISA_XSAVES))\n      leaf->eax |= (1<<3);\n",
+     "    if (is_cpu_extension_supported(BX_ISA_XSAVES))\n      leaf->eax |= (1<<3);\n"
+     "#if BX_SUPPORT_AMX\n    if (is_cpu_extension_supported(BX_ISA_AMX))\n      leaf->eax |= (1<<4);\n#endif\n"),
+    ("cpu/cpuid.cc",
+     "      leaf->ecx = (cpu->ia32_xss_suppmask & (1 << subfunction)) != 0;\n",
+     "      leaf->ecx = (cpu->ia32_xss_suppmask & (1 << subfunction)) != 0;\n"
+     "#if BX_SUPPORT_AMX\n      if (subfunction == xcr0_t::BX_XCR0_XTILEDATA_BIT)\n        leaf->ecx |= (1<<2);\n#endif\n"),
+    ("cpu/icache.h",
+     "    if (line_mask > mask) break;\n",
+     "    if (Bit64u(line_mask) > (Bit64u(mask) << 1)) break;\n"),
+] + [
+    ("cpu/avx/amx.cc", f"p{n}dword = {old}", f"p{n}dword = {new}")
+    for n in range(4)
+    for old, new in (
+        (f"Bit32s(xbyte[{n}]) * Bit32s(ybyte[{n}]);", f"Bit32s(Bit8s(xbyte[{n}])) * Bit32s(Bit8s(ybyte[{n}]));"),
+        (f"Bit32s(xbyte[{n}]) * Bit32u(ybyte[{n}]);", f"Bit32s(Bit8s(xbyte[{n}])) * Bit32s(ybyte[{n}]);"),
+        (f"Bit32u(xbyte[{n}]) * Bit32s(ybyte[{n}]);", f"Bit32s(xbyte[{n}]) * Bit32s(Bit8s(ybyte[{n}]));"),
+    )
+]
+
+
+def patch_bochs_amx(top: Path):
+    """Applies BOCHS_AMX_EDITS to the unpacked Bochs source at `top`."""
+    for rel, old, new in BOCHS_AMX_EDITS:
+        f = top / rel
+        text = f.read_text(encoding="latin-1")
+        if text.count(old) != 1:
+            raise ToolError(f"Bochs AMX patch: {rel}: expected text found {text.count(old)} times, "
+                            f"not once (a different Bochs version?)")
+        f.write_text(text.replace(old, new), encoding="latin-1")
 
 KERNEL_CMDLINE = [
     "console=ttyS0,115200", "quiet", "loglevel=1", "rdinit=/init", "panic=0",
@@ -390,7 +497,8 @@ class Assets:
             and self._bochs_stamp_ok() and self._pvh_stamp_ok()
 
     def _bochs_stamp(self):
-        return f"{BOCHS_UPSTREAM}\n{BOCHS_CFLAGS}\n{' '.join(BOCHS_CONFIGURE)}\n"
+        xfd = hashlib.sha256(repr(BOCHS_AMX_EDITS).encode()).hexdigest()
+        return f"{BOCHS_UPSTREAM}\n{BOCHS_CFLAGS}\n{' '.join(BOCHS_CONFIGURE)}\nxfd {xfd}\n"
 
     def _bochs_stamp_ok(self):
         st = self.cache / "bin" / "bochs.stamp"
@@ -519,6 +627,7 @@ class Assets:
         with tarfile.open(orig) as tf:
             tf.extractall(build)
         top = next(build.iterdir())
+        patch_bochs_amx(top)
         env = dict(os.environ, CFLAGS=BOCHS_CFLAGS, CXXFLAGS=BOCHS_CFLAGS)
         t0 = time.time()
         log(f"configuring and building bochs (one-time, make -j{self.jobs}; a few minutes)")
@@ -1061,7 +1170,12 @@ SELFTEST_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+static unsigned zero_seed;
 static uint8_t A[64];
 static int8_t B[64];
 static int32_t C0[16];
@@ -1103,6 +1217,49 @@ __attribute__((noinline, target("avx512vl,avx512vnni"))) static void evex256(int
     _mm256_storeu_si256((__m256i *)out, _mm256_dpbusd_epi32(c, a, b));
 }
 
+/* AMX-INT8: one tdpbssd on 16x64-byte tiles, C[m][n] += sum_k sum_i A[m][4k+i] * B[k][4n+i]
+   (all signed bytes), with the configuration in a static (never a stack object). */
+static struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }
+    tilecfg = { 1, 0, {0}, {64, 64, 64}, {16, 16, 16} };
+static int8_t TA[16][64], TB[16][64];
+static int32_t TC[16][16];
+
+static void amx_inputs(void) {
+    for (int m = 0; m < 16; m++)
+        for (int j = 0; j < 64; j++) {
+            TA[m][j] = (int8_t)(uint8_t)(m * 29u + j * 7u + 3u + zero_seed);
+            TB[m][j] = (int8_t)(uint8_t)(m * 41u + j * 13u + 200u + zero_seed);
+        }
+    TA[0][0] = -128; TB[0][0] = -128; TA[0][1] = 127; TB[0][4] = -128;
+}
+
+__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16(int32_t out[16][16]) {
+    _tile_loadconfig(&tilecfg);
+    _tile_zero(0);
+    _tile_loadd(1, TA, 64);
+    _tile_loadd(2, TB, 64);
+    _tile_dpbssd(0, 1, 2);
+    _tile_stored(0, out, 64);
+    _tile_release();
+}
+
+/* 0: every sum matches the scalar formula, 1: a mismatch. */
+static int amx_check(void) {
+    int32_t out[16][16];
+    memset(out, 0x55, sizeof out);
+    amx16(out);
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            int32_t s = 0;
+            for (int k = 0; k < 16; k++)
+                for (int i = 0; i < 4; i++) s += (int32_t)TA[m][4 * k + i] * (int32_t)TB[k][4 * n + i];
+            if (out[m][n] != s) return 1;
+        }
+    return 0;
+}
+
+static void *amx_thread(void *arg) { *(int *)arg = amx_check(); return 0; }
+
 struct form { const char *name; int lanes; void (*fn)(int32_t *); };
 static const struct form forms[] = {
     {"vex256", 8, vex256}, {"evex512", 16, evex512}, {"evex256", 8, evex256},
@@ -1114,6 +1271,8 @@ static void on_sigill(int sig) { (void)sig; siglongjmp(jb, 1); }
 int main(int argc, char **argv) {
     static volatile unsigned zero = 0;
     init_inputs(zero);  /* runtime inputs: nothing can be constant-folded */
+    zero_seed = zero;
+    amx_inputs();
     if (argc == 3 && strcmp(argv[1], "die") == 0) {
         for (unsigned i = 0; i < sizeof forms / sizeof forms[0]; i++)
             if (strcmp(argv[2], forms[i].name) == 0) {
@@ -1147,9 +1306,13 @@ int main(int argc, char **argv) {
     }
     __cpuid_count(7, 0, a, b7, c7, d);
     __cpuid_count(7, 1, a71, b, c, d);
+    unsigned d7, xfd;
+    __cpuid_count(7, 0, a, b, c, d7);
+    __cpuid_count(0xd, 1, xfd, b, c, d);
     printf("cpuid osxsave=%u xcr0=0x%llx avx2=%u avx512f=%u avx512bw=%u avx512vl=%u "
-           "avx512vnni=%u avxvnni=%u\n", osx, xcr0, (b7 >> 5) & 1, (b7 >> 16) & 1,
-           (b7 >> 30) & 1, (b7 >> 31) & 1, (c7 >> 11) & 1, (a71 >> 4) & 1);
+           "avx512vnni=%u avxvnni=%u amx=%u xfd=%u\n", osx, xcr0, (b7 >> 5) & 1, (b7 >> 16) & 1,
+           (b7 >> 30) & 1, (b7 >> 31) & 1, (c7 >> 11) & 1, (a71 >> 4) & 1,
+           ((d7 >> 24) & 1) & ((d7 >> 25) & 1), (xfd >> 4) & 1);
     __builtin_cpu_init();
     printf("builtin avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512vnni=%d "
            "avxvnni=%d\n",
@@ -1176,6 +1339,41 @@ int main(int argc, char **argv) {
             printf("form %s SIGILL\n", forms[i].name);
         }
     }
+    /* AMX under Linux: without the tile-data permission the first tile instruction must end in
+       SIGILL (XFD's #NM, refused by the kernel; #UD where there is no AMX); with it (asked for
+       once, by this thread) the sums must be exact here, in a thread created after, and in a
+       child after fork(). */
+    if (sigsetjmp(jb, 1) == 0)
+        printf("form amx-noperm %s\n", amx_check() ? "MISMATCH" : "ok");
+    else
+        printf("form amx-noperm SIGILL\n");
+    long perm = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */);
+    printf("amx permission %s\n", perm == 0 ? "granted" : "refused");
+    if (sigsetjmp(jb, 1) == 0)
+        printf("form amx %s\n", amx_check() ? "MISMATCH" : "ok");
+    else
+        printf("form amx SIGILL\n");
+    if (perm != 0) {  /* no AMX: the thread's SIGILL could not be caught there */
+        printf("form amx-thread skipped\nform amx-fork skipped\n");
+        return 0;
+    }
+    int tres = -1;
+    pthread_t th;
+    if (pthread_create(&th, 0, amx_thread, &tres) == 0) {
+        void *ret;
+        pthread_join(th, &ret);
+        printf("form amx-thread %s\n", tres == 0 ? "ok" : "MISMATCH");
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGILL, SIG_DFL);
+        _exit(amx_check());
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("form amx-fork %s\n", WIFEXITED(st) ? (WEXITSTATUS(st) == 0 ? "ok" : "MISMATCH")
+                                              : (WTERMSIG(st) == SIGILL ? "SIGILL" : "killed"));
     return 0;
 }
 """
@@ -1187,7 +1385,10 @@ SELFTEST_EXPECT = {
     "avx512vnni": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=1, avxvnni=0),
     "spr": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=1, avxvnni=1),
     "avx512": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=0, avxvnni=0),
+    "amx": dict(avx2=1, avx512f=1, avx512bw=1, avx512vl=1, avx512vnni=1, avxvnni=1),
 }
+# cpuid only (gcc 12's __builtin_cpu_supports has no AMX names): AMX-TILE and AMX-INT8, XFD
+SELFTEST_AMX = {"amx": dict(amx=1, xfd=1)}
 
 
 def self_test(args, assets):
@@ -1210,7 +1411,7 @@ def self_test(args, assets):
                          dis, re.M)
         log("self-test binary contains: " + ", ".join(
             f"{'EVEX' if e[0].startswith('62') else 'VEX'} vpdpbusd {e[2]}" for e in enc))
-    sets = args.sets or ["avx2", "avxvnni", "avx512vnni", "spr"]
+    sets = args.sets or ["avx2", "avxvnni", "avx512vnni", "spr", "amx"]
     failures = 0
     for cpuset in sets:
         want = SELFTEST_EXPECT[cpuset]
@@ -1232,14 +1433,24 @@ def self_test(args, assets):
                 got = kv.get(f"{src_}.{k}")
                 if got != str(v):
                     problems.append(f"{src_}.{k}={got} (want {v})")
+        amx = SELFTEST_AMX.get(cpuset, dict(amx=0, xfd=0))
+        for k, v in amx.items():
+            if kv.get(f"cpuid.{k}") != str(v):
+                problems.append(f"cpuid.{k}={kv.get(f'cpuid.{k}')} (want {v})")
         xcr0 = int(kv.get("cpuid.xcr0", "0"), 16)
-        need = 0x7 | (0xE0 if want["avx512f"] else 0)
+        need = 0x7 | (0xE0 if want["avx512f"] else 0) | (0x60000 if amx["amx"] else 0)
+        if not amx["amx"] and xcr0 & 0x60000:
+            problems.append(f"xcr0=0x{xcr0:x} has tile state without AMX")
         if xcr0 & need != need:
             problems.append(f"xcr0=0x{xcr0:x} lacks 0x{need:x}")
-        forms = dict(re.findall(r"^form (\w+) (\w+)", text, re.M))
+        forms = dict(re.findall(r"^form ([\w-]+) (\w+)", text, re.M))
         expect_forms = {"vex256": "ok" if want["avxvnni"] else "SIGILL",
                         "evex512": "ok" if want["avx512vnni"] else "SIGILL",
-                        "evex256": "ok" if want["avx512vnni"] else "SIGILL"}
+                        "evex256": "ok" if want["avx512vnni"] else "SIGILL",
+                        "amx-noperm": "SIGILL",
+                        "amx": "ok" if amx["amx"] else "SIGILL",
+                        "amx-thread": "ok" if amx["amx"] else "skipped",
+                        "amx-fork": "ok" if amx["amx"] else "skipped"}
         for f_, e in expect_forms.items():
             if forms.get(f_) != e:
                 problems.append(f"{f_}: {forms.get(f_)} (want {e})")
