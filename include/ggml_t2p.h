@@ -59,9 +59,12 @@ extern "C" {
 #define GGML_T2P_CPU_AVX2       8u  /* AVX2 with FMA and F16C */
 #define GGML_T2P_CPU_AVXVNNI    16u /* AVX-VNNI (and AVX2, FMA, F16C) */
 #define GGML_T2P_CPU_AVX512VNNI 32u /* AVX-512 F, BW, VL, VNNI (and AVX2, FMA, F16C) */
-#define GGML_T2P_CPU_AMX_TILE   64u /* AMX-TILE with the tile state enabled by the OS (XCR0 17, 18) and,
-                                      * on Linux, the tile-data permission granted to this process
-                                      * (arch_prctl ARCH_REQ_XCOMP_PERM, asked once); other OSes: never */
+#define GGML_T2P_CPU_AMX_TILE   64u /* AMX-TILE with the tile state enabled by the OS (XCR0 17, 18), on
+                                      * Linux (other OSes: never). The Linux tile-data permission is not
+                                      * part of it: it is asked (arch_prctl ARCH_REQ_XCOMP_PERM, once per
+                                      * process) only when the amx level is asked for, and
+                                      * ggml_t2p_supports(..., GGML_T2P_KERNEL_AMX, ...) says whether it
+                                      * was granted */
 #define GGML_T2P_CPU_AMX_INT8   128u /* AMX-INT8 (reported only with AMX_TILE) */
 
 /* Kernel levels. AUTO picks the best the CPU has (an error when it has none of the SIMD levels). */

@@ -1,6 +1,7 @@
 //! Builds the C programs of `tests/c/` with the `cc` crate against `include/ggml_t2p.h` and the
 //! `libggml_t2p.a` that this `cargo test` just built, runs them, and requires exit status 0:
-//! `abi_smoke.c` (the whole C ABI, bits and status codes), `fork_smoke.c` (load, fork, load) and
+//! `abi_smoke.c` (the whole C ABI, bits and status codes), `fork_smoke.c` (load, fork, load),
+//! `amx_smoke.c` (the amx level's hygiene: permission, threads, fork, a refused permission) and
 //! `release_smoke.c` (the shim's release of a repacked tensor's file pages,
 //! `ggml-glue/ggml-t2p-release.h`; it needs no library but links it like the others).
 //!
@@ -110,4 +111,23 @@ fn source_release_drops_only_file_pages() {
     print!("{stdout}");
     assert!(run.status.success(), "release_smoke failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
     assert!(stdout.contains("checks passed") || stdout.contains("skipped"), "release_smoke printed no verdict");
+}
+
+/// The amx level through the C ABI (issue 18's hygiene checks), both forms of the program: as
+/// the CPU and OS are (where they offer AMX: exact 40-column gemm on the main thread, a thread
+/// created before the library's first call, a thread created after, a child after fork(), tiles
+/// released after each call; elsewhere: the level refused) and with the tile-data permission
+/// refused by a seccomp filter (the level refused, the best level still exact). Without AMX
+/// hardware the first form runs natively only its refusal; tools/x86-emu-test.py runs both under
+/// an emulated AMX CPU.
+#[test]
+fn amx_level_hygiene() {
+    let exe = build_c_program("amx_smoke");
+    for args in [&[][..], &["--deny"][..]] {
+        let run = Command::new(&exe).args(args).output().expect("run amx_smoke");
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        print!("{stdout}");
+        assert!(run.status.success(), "amx_smoke {args:?} failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
+        assert!(stdout.contains("checks passed") || stdout.contains("skipped"), "amx_smoke printed no verdict");
+    }
 }

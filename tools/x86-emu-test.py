@@ -11,9 +11,15 @@ AVX-512 VNNI) for CPU feature sets:
   avxvnni     Alder/Arrow-Lake-like: AVX2 + AVX-VNNI, no AVX-512  -> level avxvnni (ymm)
   avx512vnni  Ice-Lake-like: AVX-512 F/BW/VL/VNNI, no AVX-VNNI    -> level avx512vnni (zmm)
   spr         Sapphire-Rapids-like: both                          -> levels avxvnni and avx512vnni
+  amx         Sapphire Rapids with AMX-INT8 (and XFD, which Linux needs to enable it) -> level amx:
+              the oracle, golden and property tests on it, the tile kernel natively against its
+              scalar model (tests/amx.rs), and tests/c/amx_smoke.c twice: as the CPU is (the
+              permission, a thread created before the first call, one after, a child after
+              fork(), tiles released) and with the tile-data permission refused by seccomp
 
 By default only what this CPU cannot run natively (host `cargo test` runs every level the CPU has):
-the avx2 set always, plus the set of each VNNI level the CPU lacks (all three when it lacks both).
+the avx2 set always, plus the set of each VNNI level the CPU lacks (all three when it lacks both),
+plus the amx set when it lacks AMX-INT8.
 Here that is read from /proc/cpuinfo, independently of the library. --sets chooses explicitly.
 
 For a level set it runs the oracle, the golden vectors, the property tests (with
@@ -45,10 +51,20 @@ SETS = {
     "avx512vnni": ["avx512vnni"],
     "spr": ["avxvnni", "avx512vnni"],
 }
-TESTS = ["oracle", "golden", "props"]
-# what each set runs: the avx2 set only the decline path (its kernels run natively on any AVX2 host)
-RUNS = {cpu: [(t, []) for t in TESTS] + [("abi_smoke", [])] for cpu in SETS}
-RUNS["avx2"] = [("oracle", ["decline_without_simd", "best_level_choice"]), ("abi_smoke", [])]
+TESTS = ["oracle", "golden", "props", "amx"]
+C_PROGRAMS = ["abi_smoke", "amx_smoke"]
+# what each set runs, as (program, arguments, a line its output must contain or None): the avx2
+# set only the decline path (its kernels run natively on any AVX2 host); the amx set also the tile
+# kernel against its scalar model and the level's hygiene through the C ABI, as the CPU is and
+# with the tile-data permission refused
+RUNS = {cpu: [(t, [], None) for t in TESTS[:3]] + [("abi_smoke", [], None)] for cpu in SETS}
+RUNS["avx2"] = [("oracle", ["decline_without_simd", "best_level_choice"], None), ("abi_smoke", [], None)]
+SETS["amx"] = ["amx"]
+RUNS["amx"] = RUNS["avx512vnni"] + [
+    ("amx", [], "amx native: "),
+    ("amx_smoke", [], "thread created before the library's first call: amx gemm"),
+    ("amx_smoke", ["--deny"], "permission refused, the best level instead"),
+]
 
 
 def host_levels() -> list[str]:
@@ -68,15 +84,16 @@ def host_levels() -> list[str]:
         levels.append("avxvnni")
     if avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
         levels.append("avx512vnni")
+        if {"amx_tile", "amx_int8"} <= flags:
+            levels.append("amx")
     return levels
 
 
 def default_sets(native: list[str]) -> list[str]:
-    """avx2 (the decline path) always; then the sets of the VNNI levels this CPU lacks."""
+    """avx2 (the decline path) always; then the sets of the levels this CPU lacks (amx: AMX-INT8)."""
     lacks = [lv for lv in ("avxvnni", "avx512vnni") if lv not in native]
-    if len(lacks) == 2:
-        return ["avx2", "avxvnni", "avx512vnni", "spr"]
-    return ["avx2"] + lacks
+    sets = ["avx2", "avxvnni", "avx512vnni", "spr"] if len(lacks) == 2 else ["avx2"] + lacks
+    return sets + ([] if "amx" in native else ["amx"])
 
 
 def sh(cmd, **kw):
@@ -113,15 +130,17 @@ def build(target_dir: Path) -> dict:
         sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         lib = target_dir / TARGET / "release" / "libggml_t2p.a"
-    smoke = target_dir / "abi_smoke-static"
-    # (glibc warns that a static binary's getaddrinfo/getpwuid_r need its shared libraries at run
-    # time; the library never calls them, so the link's stderr is shown only on failure)
-    r = subprocess.run(["cc", "-static", "-O2", "-std=c11", "-Wall", "-Werror", "-I", str(ROOT / "include"),
-                        str(ROOT / "tests/c/abi_smoke.c"), str(lib), "-lpthread", "-ldl", "-lm", "-o", str(smoke)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"x86-emu-test: linking the C program failed:\n{r.stderr}")
-    bins["abi_smoke"] = smoke
+    for name in C_PROGRAMS:
+        exe = target_dir / f"{name}-static"
+        # (glibc warns that a static binary's getaddrinfo/getpwuid_r need its shared libraries at
+        # run time; the library never calls them, so the link's stderr is shown only on failure)
+        r = subprocess.run(["cc", "-static", "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Werror",
+                            "-I", str(ROOT / "include"), str(ROOT / f"tests/c/{name}.c"), str(lib),
+                            "-lpthread", "-ldl", "-lm", "-o", str(exe)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"x86-emu-test: linking {name}.c failed:\n{r.stderr}")
+        bins[name] = exe
     missing = [t for t in TESTS if t not in bins]
     if missing:
         sys.exit(f"x86-emu-test: test binaries not built: {missing}")
@@ -168,13 +187,12 @@ def main() -> int:
         ok = True
         lines = []
         with log.open("w") as f:
-            for name, filters in RUNS[cpu]:
+            for name, filters, must in RUNS[cpu]:
                 cmd = emu + ["--cpu", cpu, "--timeout", str(args.timeout), "--env", f"GGML_T2P_TEST_LEVELS={levels}"]
                 if name == "golden":
                     cmd += ["--file", f"{golden}:golden", "--env", "GGML_T2P_GOLDEN_DIR=/work/golden"]
                 cmd += ["--", str(bins[name])]
-                if name != "abi_smoke":
-                    cmd += ["--nocapture", "--test-threads=1", *filters]
+                cmd += filters if name in C_PROGRAMS else ["--nocapture", "--test-threads=1", *filters]
                 f.write(f"=== {name}: {' '.join(cmd)}\n")
                 f.flush()
                 r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -182,6 +200,10 @@ def main() -> int:
                 if r.returncode != 0:
                     ok = False
                     f.write(f"=== {name}: exit status {r.returncode}\n")
+                if must and must not in r.stdout:
+                    ok = False
+                    lines.append(f"FAIL {name} {' '.join(filters)}: no line with {must!r}")
+                    f.write(f"=== {name}: no line with {must!r}\n")
                 fails = 0
                 for l in r.stdout.splitlines():
                     if l.startswith("FAIL"):
@@ -189,7 +211,7 @@ def main() -> int:
                         if fails > 3:
                             continue
                     keys = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU",
-                            "panicked")
+                            "panicked", "amx native:", "amx smoke:")
                     if any(k in l for k in keys) or "test result" in l or l.startswith("FAIL"):
                         lines.append(l[l.index("...") + 4:] if l.startswith("test ") and "..." in l else l)
         failed += not ok

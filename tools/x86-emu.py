@@ -144,6 +144,14 @@ BOCHS_CFLAGS = "-O2"
 # lines did not look: Linux's boot-time code patching then ran stale instructions and oopsed.
 # The scan now also covers the line after the highest stored line (entries move by at most one
 # line, and its per-trace line mask still decides what is flushed).
+# Bochs 3.0 also reports the tile data as in use (XINUSE[18]) exactly when every tile is in its
+# init state, the inverse of the SDM; XSAVE* then skipped a task's live tiles (lost across a
+# context switch) and XGETBV(1) showed released tiles as in use. Now: in use when a tile is.
+# XSAVE* wrote each tile's rows where the layout (that of LDTILECFG, which XRSTOR* reads back) has
+# its bytes per row and the other way round, so a task's tile configuration came back invalid
+# after a context switch (#UD on its next tile instruction): the two fields are now swapped back.
+# XSAVE* and XRSTOR* moved only rows 0..7 of each tile (the loop ran to the number of tiles, 8, not
+# of rows, 16): rows 8..15 of a task's tiles were lost across a context switch.
 # And Bochs 3.0's byte dot products for TDPBSSD/TDPBSUD/TDPBUSD widen every byte as unsigned
 # (Bit8u into Bit32s); the signed operands are now sign-extended (found by the self-test's
 # tdpbssd against the scalar formula: wrong sums whenever a byte was negative).
@@ -203,6 +211,20 @@ BOCHS_AMX_EDITS = [
      "      leaf->ecx = (cpu->ia32_xss_suppmask & (1 << subfunction)) != 0;\n",
      "      leaf->ecx = (cpu->ia32_xss_suppmask & (1 << subfunction)) != 0;\n"
      "#if BX_SUPPORT_AMX\n      if (subfunction == xcr0_t::BX_XCR0_XTILEDATA_BIT)\n        leaf->ecx |= (1<<2);\n#endif\n"),
+    ("cpu/xsave.cc",
+     "  return (BX_CPU_THIS_PTR amx->tile_use_tracker == 0);  // all tiles are zero\n",
+     "  return (BX_CPU_THIS_PTR amx->tile_use_tracker != 0);  // some tile is not in its init state\n"),
+    ("cpu/xsave.cc",
+     "      tilecfg.vmm16u(8+n)    = BX_CPU_THIS_PTR amx->tilecfg[n].rows;\n"
+     "      tilecfg.vmmubyte(48+n) = BX_CPU_THIS_PTR amx->tilecfg[n].bytes_per_row;\n",
+     "      tilecfg.vmm16u(8+n)    = BX_CPU_THIS_PTR amx->tilecfg[n].bytes_per_row;\n"
+     "      tilecfg.vmmubyte(48+n) = BX_CPU_THIS_PTR amx->tilecfg[n].rows;\n"),
+    ("cpu/xsave.cc",
+     "    for (unsigned row=0; row < BX_TILE_REGISTERS; row++) {\n      write_virtual_zmmword(",
+     "    for (unsigned row=0; row < BX_TILE_MAX_ROWS; row++) {\n      write_virtual_zmmword("),
+    ("cpu/xsave.cc",
+     "    for (unsigned row=0; row < BX_TILE_REGISTERS; row++) {\n      read_virtual_zmmword(",
+     "    for (unsigned row=0; row < BX_TILE_MAX_ROWS; row++) {\n      read_virtual_zmmword("),
     ("cpu/icache.h",
      "    if (line_mask > mask) break;\n",
      "    if (Bit64u(line_mask) > (Bit64u(mask) << 1)) break;\n"),
@@ -1171,6 +1193,7 @@ SELFTEST_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1243,11 +1266,35 @@ __attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16(int32_t
     _tile_release();
 }
 
+static unsigned long long xinuse_during, xinuse_after;
+static int yields;
+static unsigned long long xgetbv1(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+/* As amx16, with `yields` sched_yield() calls between loading the tiles and using them (another
+   process using the tiles runs in between: the kernel must save and restore them), and XINUSE
+   (XGETBV with ECX = 1) read while the tiles are live and after they are released. */
+__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16_yield(int32_t out[16][16]) {
+    _tile_loadconfig(&tilecfg);
+    _tile_zero(0);
+    _tile_loadd(1, TA, 64);
+    _tile_loadd(2, TB, 64);
+    for (int y = 0; y < yields; y++) sched_yield();
+    xinuse_during = xgetbv1();
+    _tile_dpbssd(0, 1, 2);
+    _tile_stored(0, out, 64);
+    _tile_release();
+    xinuse_after = xgetbv1();
+}
+
 /* 0: every sum matches the scalar formula, 1: a mismatch. */
 static int amx_check(void) {
     int32_t out[16][16];
     memset(out, 0x55, sizeof out);
-    amx16(out);
+    if (yields) amx16_yield(out); else amx16(out);
     for (int m = 0; m < 16; m++)
         for (int n = 0; n < 16; n++) {
             int32_t s = 0;
@@ -1354,7 +1401,7 @@ int main(int argc, char **argv) {
     else
         printf("form amx SIGILL\n");
     if (perm != 0) {  /* no AMX: the thread's SIGILL could not be caught there */
-        printf("form amx-thread skipped\nform amx-fork skipped\n");
+        printf("form amx-thread skipped\nform amx-fork skipped\nform amx-switch skipped\n");
         return 0;
     }
     int tres = -1;
@@ -1374,6 +1421,23 @@ int main(int argc, char **argv) {
     waitpid(pid, &st, 0);
     printf("form amx-fork %s\n", WIFEXITED(st) ? (WEXITSTATUS(st) == 0 ? "ok" : "MISMATCH")
                                               : (WTERMSIG(st) == SIGILL ? "SIGILL" : "killed"));
+    /* two processes, each with its own tile contents, yielding to each other while the tiles are
+       live: each must get its own sums (the kernel saves/restores the tile data) */
+    yields = 20;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        zero_seed = 77;
+        amx_inputs();
+        int bad = 0;
+        for (int r = 0; r < 10; r++) bad |= amx_check();
+        _exit(bad);
+    }
+    int bad = 0;
+    for (int r = 0; r < 10; r++) bad |= amx_check();
+    waitpid(pid, &st, 0);
+    printf("form amx-switch %s\n", !bad && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "MISMATCH");
+    printf("amx xinuse during=0x%llx after=0x%llx\n", xinuse_during & 0x60000, xinuse_after & 0x60000);
     return 0;
 }
 """
@@ -1450,7 +1514,13 @@ def self_test(args, assets):
                         "amx-noperm": "SIGILL",
                         "amx": "ok" if amx["amx"] else "SIGILL",
                         "amx-thread": "ok" if amx["amx"] else "skipped",
-                        "amx-fork": "ok" if amx["amx"] else "skipped"}
+                        "amx-fork": "ok" if amx["amx"] else "skipped",
+                        "amx-switch": "ok" if amx["amx"] else "skipped"}
+        if amx["amx"]:
+            m = re.search(r"^amx xinuse during=0x([0-9a-f]+) after=0x([0-9a-f]+)", text, re.M)
+            if not m or (int(m.group(1), 16), int(m.group(2), 16)) != (0x60000, 0):
+                problems.append("XINUSE of the tile state (live, released): "
+                                f"{m.groups() if m else None}, want (0x60000, 0x0)")
         for f_, e in expect_forms.items():
             if forms.get(f_) != e:
                 problems.append(f"{f_}: {forms.get(f_)} (want {e})")

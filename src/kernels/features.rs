@@ -258,7 +258,8 @@ impl CpuFeatures {
     }
 
     /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
-    /// 32 AVX-512 VNNI (+F, BW, VL), 64 AMX-TILE (with the OS state and permission), 128 AMX-INT8.
+    /// 32 AVX-512 VNNI (+F, BW, VL), 64 AMX-TILE (with the OS state; the Linux permission is not
+    /// part of it, see [`CpuFeatures::amx_tile`]), 128 AMX-INT8.
     pub fn bits(self) -> u32 {
         u32::from(self.neon)
             | u32::from(self.dotprod) << 1

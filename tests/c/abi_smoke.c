@@ -11,6 +11,7 @@
  * choice must be one the CPU has (none only on a CPU without a SIMD level).
  */
 #include "ggml_t2p.h"
+#include "smoke_ref.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -23,11 +24,6 @@
 #define NCOLS  3
 #define NB     (K / 128)
 #define NQ     ((K + 255) / 256)
-
-typedef struct { uint16_t d; uint8_t qs[32]; } pq2_0_block;   /* 34 bytes */
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } q8_k_block; /* 292 bytes */
-
-static int checks = 0, failures = 0;
 
 /* cpu_has[kernel id]: 1 the CPU runs that level, 0 it does not, -1 this program cannot tell here */
 static int cpu_has[7] = { -1, 1, -1, -1, -1, -1, -1 };
@@ -86,41 +82,6 @@ static int level_runs(int level, int layout) {
     return 1;
 }
 
-#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
-
-static uint64_t rng_state = 0x1234;
-static uint32_t rnd(void) {
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng_state >> 33);
-}
-
-/* IEEE half -> float, exact. */
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        float v = ldexpf((float)man, -24);
-        return sign ? -v : v;
-    }
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static float reference_dot(const pq2_0_block * w, const q8_k_block * a) {
-    float sumf = 0.0f;
-    for (int i = 0; i < NB; i++) {
-        const int8_t * q = a[i / 2].qs + 128 * (i % 2);
-        int isum = 0;
-        for (int j = 0; j < 128; j++) {
-            int code = (w[i].qs[j / 4] >> (2 * (j % 4))) & 3;
-            isum += (code - 1) * q[j];
-        }
-        sumf = fmaf(half_to_float(w[i].d) * a[i / 2].d, (float)isum, sumf);
-    }
-    return sumf;
-}
-
 int main(void) {
     static pq2_0_block w[NROWS * NB];
     static q8_k_block act[NCOLS * NQ];
@@ -145,29 +106,11 @@ int main(void) {
               best, best ? ggml_t2p_kernel_name(best) : "none");
     }
 
-    for (int i = 0; i < NROWS * NB; i++) {
-        w[i].d = (uint16_t)(0x2000 + rnd() % 0x1000); /* positive fp16 around 2^-7 */
-        for (int j = 0; j < 32; j++) w[i].qs[j] = (uint8_t)rnd(); /* codes 0..3 */
-    }
-    for (int c = 0; c < NCOLS * NQ; c++) {
-        act[c].d = 0.01f + (float)(rnd() % 1000) * 1e-5f;
-        for (int j = 0; j < 256; j++) act[c].qs[j] = (int8_t)(rnd() % 255 - 127);
-        for (int b = 0; b < 16; b++) {
-            int s = 0;
-            for (int j = 0; j < 16; j++) s += act[c].qs[16 * b + j];
-            act[c].bsums[b] = (int16_t)s;
-        }
-    }
-    /* the padded half: a row of K = 384 is zero-padded to 512 before quantizing */
-    for (int c = 0; c < NCOLS; c++) {
-        q8_k_block * last = &act[c * NQ + NQ - 1];
-        memset(last->qs + 128, 0, 128);
-        for (int b = 8; b < 16; b++) last->bsums[b] = 0;
-    }
+    random_operands(w, NROWS * NB, act, NCOLS, NB); /* K = 384: the last Q8_K block is half zero */
 
     float want[NCOLS][NROWS];
     for (int c = 0; c < NCOLS; c++)
-        for (int r = 0; r < NROWS; r++) want[c][r] = reference_dot(&w[r * NB], &act[c * NQ]);
+        for (int r = 0; r < NROWS; r++) want[c][r] = reference_dot(&w[r * NB], &act[c * NQ], NB);
 
     /* the library's layout for this CPU */
     int32_t native = -1;
