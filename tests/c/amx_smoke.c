@@ -128,19 +128,17 @@ static int wide_gemm(int32_t level, const char * where) {
     if (ggml_t2p_gemm(GGML_T2P_LAYOUT_X16, level, x16, x16_size, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 0, 16) != GGML_T2P_OK ||
         ggml_t2p_gemm(GGML_T2P_LAYOUT_X16, level, x16, x16_size, NROWS, K, an, asize, NCOLS, ys, NCOLS * (NROWS + 1), NROWS + 1, 16, NROWS) != GGML_T2P_OK)
         goto out;
-    if (has_xinuse && level == GGML_T2P_KERNEL_AMX) {
-        const uint64_t inuse = xgetbv(1) & 0x60000;
-        if (inuse) printf("%s: XINUSE 0x%llx: the tiles were left configured\n", where, (unsigned long long) inuse);
-        bad = inuse ? 1 : 0;
-    } else {
-        bad = 0;
-    }
+    const uint64_t inuse = has_xinuse && level == GGML_T2P_KERNEL_AMX ? xgetbv(1) & 0x60000 : 0;
+    int differ = 0;
     for (int c = 0; c < NCOLS; c++) {
-        for (int r = 0; r < NROWS; r++) bad += memcmp(&ys[c * (NROWS + 1) + r], &want[c][r], 4) != 0;
-        bad += ys[c * (NROWS + 1) + NROWS] != -1.0f;
+        for (int r = 0; r < NROWS; r++) differ += memcmp(&ys[c * (NROWS + 1) + r], &want[c][r], 4) != 0;
+        differ += ys[c * (NROWS + 1) + NROWS] != -1.0f;
     }
-    printf("amx smoke: %s: %s gemm, %d columns x %d rows: %s\n", where, ggml_t2p_kernel_name(level), NCOLS, NROWS,
-           bad == 0 ? "bit-identical to the reference" : "MISMATCH");
+    printf("amx smoke: %s: %s gemm, %d columns x %d rows: %s", where, ggml_t2p_kernel_name(level), NCOLS, NROWS,
+           differ == 0 ? "bit-identical to the reference" : "MISMATCH");
+    if (inuse) printf("; TILES LEFT IN USE after the call (XINUSE 0x%llx)", (unsigned long long) inuse);
+    printf("\n");
+    bad = differ + (inuse != 0);
 out:
     free(an);
     return bad;
