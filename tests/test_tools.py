@@ -382,5 +382,50 @@ deb file:/srv/backports bookworm-backports main
             self.assertNotRegex(f.read(), r"https?://")
 
 
+x86emutest = load("x86_emu_test_under_test", "x86-emu-test.py")
+
+
+class BochsAmx(unittest.TestCase):
+    """The edits that give Bochs XFD and fix its AMX bugs apply to the text they were made for and
+    refuse any other (a different Bochs version fails loudly, not silently unpatched)."""
+
+    def tree(self, d, drop=None, twice=None):
+        top = __import__("pathlib").Path(d)
+        texts = {}
+        for rel, old, _new in x86emu.BOCHS_AMX_EDITS:
+            texts.setdefault(rel, []).append(old)
+        for rel, olds in texts.items():
+            body = "\n/* filler */\n".join(o for o in olds if o != drop)
+            if twice is not None and twice in olds:
+                body += "\n" + twice
+            (top / rel).parent.mkdir(parents=True, exist_ok=True)
+            (top / rel).write_text("/* head */\n" + body + "\n/* tail */\n", encoding="latin-1")
+        return top
+
+    def test_edits_apply_once_each(self):
+        with tempfile.TemporaryDirectory() as d:
+            top = self.tree(d)
+            x86emu.patch_bochs_amx(top)
+            for rel, old, new in x86emu.BOCHS_AMX_EDITS:
+                text = (top / rel).read_text(encoding="latin-1")
+                self.assertIn(new, text, rel)
+
+    def test_missing_or_repeated_text_is_refused(self):
+        first = x86emu.BOCHS_AMX_EDITS[0][1]
+        for kw in (dict(drop=first), dict(twice=first)):
+            with tempfile.TemporaryDirectory() as d:
+                top = self.tree(d, **kw)
+                with self.assertRaises(x86emu.ToolError) as e:
+                    x86emu.patch_bochs_amx(top)
+                self.assertIn("not once", str(e.exception))
+
+    def test_the_amx_set_is_emulated_only_where_the_cpu_lacks_it(self):
+        self.assertEqual(x86emutest.default_sets(["avx2", "avx512vnni"]), ["avx2", "avxvnni", "amx"])
+        self.assertEqual(x86emutest.default_sets(["avx2", "avxvnni", "avx512vnni", "amx"]), ["avx2"])
+        self.assertEqual(x86emutest.default_sets(["avx2"]), ["avx2", "avxvnni", "avx512vnni", "spr", "amx"])
+        self.assertIn("amx", x86emu.CPU_SETS)
+        self.assertNotIn("amx", x86emu.CPU_SETS["amx"]["exclude"].split())
+
+
 if __name__ == "__main__":
     unittest.main()
