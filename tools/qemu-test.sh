@@ -13,7 +13,8 @@ Runs every test binary of the crate, built for aarch64 and linked statically, un
 tests/c/fork_smoke.c (load, fork, load) linked statically against the aarch64 libggml_t2p.a. The
 first two tests of tests/c_abi.rs, which build those programs on the host, cannot run there: they are
 left out by name (reported as SKIP) and the static programs run instead; the third,
-release_smoke (the shim's source release), is left out too (qemu-user does not model Rss). fork_smoke gets a
+release_smoke (the shim's source release), is left out too (qemu-user does not model Rss), and so is
+amx_level_hygiene (amx_smoke is x86-64 Linux only). fork_smoke gets a
 30-second grace for the thread count (qemu-user lists a joined thread for a while). Prints one line
 per CPU model and exits non-zero if any run fails. Logs: target/qemu-logs/<cpu>.log.
 
@@ -98,7 +99,8 @@ aarch64-linux-gnu-gcc -static -O2 -std=c11 -Wall -Werror -D_POSIX_C_SOURCE=20080
 # release_smoke (the shim's source release) is not run under qemu-user at all: there MAP_POPULATE
 # left Rss at 0 and madvise(MADV_RANDOM) did not split the mapping, so its Rss checks fail
 # (seen with Debian's qemu-aarch64-static); it is Linux memory management, not aarch64 code.
-C_TESTS_SKIP=(--skip c_program_links_and_runs --skip repack_survives_fork --skip source_release_drops_only_file_pages)
+C_TESTS_SKIP=(--skip c_program_links_and_runs --skip repack_survives_fork --skip source_release_drops_only_file_pages
+              --skip amx_level_hygiene)
 
 mkdir -p "$ROOT/target/qemu-logs"
 FAILED=0
@@ -126,6 +128,7 @@ for cpu in $CPUS; do
   grep -E '^(golden|oracle|c abi|this CPU|kernels|ptq1_0 digits|split|fork smoke)' "$log" | sed 's/^/    /' || true
   echo "    SKIP: tests/c_abi.rs c_program_links_and_runs, repack_survives_fork (host-built C programs; abi_smoke and fork_smoke ran above as static aarch64 programs)"
   echo "    SKIP: tests/c_abi.rs source_release_drops_only_file_pages (release_smoke: qemu-user does not model Rss; it runs natively)"
+  echo "    SKIP: tests/c_abi.rs amx_level_hygiene (amx_smoke: x86-64 Linux only; it runs natively and under Bochs)"
   if [ "$ok" != 1 ]; then
     grep -E 'panicked|FAIL|failed|error' "$log" | head -20 | sed 's/^/    ! /'
   fi
