@@ -171,8 +171,8 @@ fn bench_issue_limit(c: &mut Criterion) {
             eprintln!("issue_limit/{}: not on this CPU", probe.name());
             continue;
         }
-        // about 1 ms per call at 100 GMAC/s on one thread
-        let iters = 100_000_000 / probe.macs_per_round();
+        // about 10 ms per call at 100 GMAC/s on one thread
+        let iters = 1_000_000_000 / probe.macs_per_round();
         for t in thread_counts() {
             let p = pool(t);
             g.throughput(Throughput::Elements(t as u64 * iters * probe.macs_per_round()));
