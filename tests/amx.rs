@@ -135,14 +135,16 @@ fn model_kernel_every_width_bit_exact() {
 fn model_kernel_shapes_and_sources() {
     let mut checked = 0;
     for (i, &(n_rows, k, n_cols)) in
-        [(16, 128, 16), (20, 256, 17), (64, 640, 33), (4, 128, 5), (36, 1152, 48), (96, 384, 31)].iter().enumerate()
+        [(16, 128, 16), (20, 256, 17), (64, 640, 33), (4, 128, 5), (36, 1152, 48), (96, 384, 31), (20, 256, 300)]
+            .iter()
+            .enumerate()
     {
         for ptq1 in [false, true] {
             let c = case(0xB0B0 + i as u64 * 2 + u64::from(ptq1), n_rows, k, n_cols, ptq1);
             checked += c.check(0..n_rows, 0, if ptq1 { "PTQ1_0" } else { "PQ2_0" });
         }
     }
-    println!("amx model: {checked} outputs over 12 shapes, bit-identical");
+    println!("amx model: {checked} outputs over 14 shapes, bit-identical");
 }
 
 /// Row ranges on the 16-row tile: each computes exactly its rows; ranges off the tile grid are
@@ -299,7 +301,8 @@ fn amx_level_plumbing() {
 }
 
 /// Where the CPU runs AMX: the native tile kernel equals the model kernel (and so the reference)
-/// for widths around the crossover and leftovers. Elsewhere there is nothing native to compare;
+/// for widths around the crossover and leftovers, and one (300) that takes a second pass of
+/// [`GROUPS`](ggml_t2p::kernels::amx::GROUPS) column groups. Elsewhere there is nothing native to compare;
 /// the test says so in its output.
 #[test]
 fn native_equals_model_where_available() {
@@ -308,7 +311,7 @@ fn native_equals_model_where_available() {
         return;
     }
     let mut checked = 0;
-    for n_cols in [1, 15, 16, 17, 31, 32, 40, 64, 100] {
+    for n_cols in [1, 15, 16, 17, 31, 32, 40, 64, 100, 300] {
         let c = case(0xF0F0 + n_cols as u64, 52, 384, n_cols, false);
         let a = Activations::new(&c.act, n_cols, c.k).unwrap();
         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
