@@ -311,7 +311,9 @@ fn native_equals_model_where_available() {
         return;
     }
     let mut checked = 0;
-    for n_cols in [1, 15, 16, 17, 31, 32, 40, 64, 100, 300] {
+    let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
+    let calls_before = ggml_t2p::kernels::amx::native_tile_calls();
+    for n_cols in widths {
         let c = case(0xF0F0 + n_cols as u64, 52, 384, n_cols, false);
         let a = Activations::new(&c.act, n_cols, c.k).unwrap();
         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
@@ -321,5 +323,10 @@ fn native_equals_model_where_available() {
         ggml_t2p::kernels::gemm_par(KernelLevel::Amx, &c.weights(), &a, &mut par, c.n_rows, 3).unwrap();
         assert!(par.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "native amx split, width {n_cols}");
     }
-    println!("amx native: {checked} outputs bit-identical");
+    // the tile kernel itself ran (the model gives the same bits): one call per gemm of 16+
+    // columns, and at least one more for its split run
+    let wide = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
+    let calls = ggml_t2p::kernels::amx::native_tile_calls() - calls_before;
+    assert!(calls >= 2 * wide, "the native tile kernel ran {calls} times, want at least {}", 2 * wide);
+    println!("amx native: {checked} outputs bit-identical ({calls} native tile-kernel calls)");
 }

@@ -423,6 +423,18 @@ pub fn gemm_model(
     Ok(())
 }
 
+/// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process:
+/// one per job of a gemm on the `amx` level with at least
+/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns; 0 where the level never ran (and on
+/// other architectures). For tests: the scalar model gives the same bits, so only this tells
+/// that the tile instructions themselves ran.
+pub fn native_tile_calls() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    return super::x86_amx::native_calls();
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

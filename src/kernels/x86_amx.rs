@@ -108,6 +108,17 @@ pub(crate) unsafe fn gemm_x16_model_avx512(model: &mut TileModel, job: &Job<'_, 
 /// F16C); `job` validated by `gemm_raw` with a T16 pack.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>) {
+    NATIVE_CALLS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     // SAFETY: forwarded; the configuration is the static one.
     unsafe { gemm_x16_tiles::<_, Avx512Step>(&mut Native, job) }
+}
+
+/// Calls of the native tile kernel in this process (one relaxed add per call, i.e. per job, not
+/// per block), so that a test can show the tile instructions ran: the scalar model gives the same
+/// bits, so equal outputs alone cannot tell them apart.
+static NATIVE_CALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// How many times the native AMX tile kernel ran in this process (see [`NATIVE_CALLS`]).
+pub(crate) fn native_calls() -> u64 {
+    NATIVE_CALLS.load(core::sync::atomic::Ordering::Relaxed)
 }
