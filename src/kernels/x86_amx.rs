@@ -8,8 +8,11 @@
 //! Linux tile-data permission is asked for the whole process the first time the `amx` level is
 //! wanted (`KernelLevel::is_available`, before any kernel runs), so it holds on every thread,
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
-//! unchanged. None of this has run here: the development machine has no AMX, so this file is only
-//! compiled and its disassembly read; the same kernel runs under the scalar model in the tests.
+//! unchanged. No AMX hardware has run this yet (so it is not timed); it runs under an emulated
+//! Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
+//! the oracle, `tests/amx.rs` (against the scalar model, with [`native_calls`] counted) and
+//! `tests/c/amx_smoke.c` (threads, `fork()`, release, a refused permission) check it, and on
+//! every machine the same kernel runs under the scalar model.
 
 use super::act_pack::ActTile16;
 use super::amx::{gemm_x16_tiles, FloatStep, TileConfig, TileModel, Tiles};
