@@ -1245,7 +1245,6 @@ __attribute__((noinline, target("avx512vl,avx512vnni"))) static void evex256(int
 static struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }
     tilecfg = { 1, 0, {0}, {64, 64, 64}, {16, 16, 16} };
 static int8_t TA[16][64], TB[16][64];
-static int32_t TC[16][16];
 
 static void amx_inputs(void) {
     for (int m = 0; m < 16; m++)
@@ -1256,16 +1255,6 @@ static void amx_inputs(void) {
     TA[0][0] = -128; TB[0][0] = -128; TA[0][1] = 127; TB[0][4] = -128;
 }
 
-__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16(int32_t out[16][16]) {
-    _tile_loadconfig(&tilecfg);
-    _tile_zero(0);
-    _tile_loadd(1, TA, 64);
-    _tile_loadd(2, TB, 64);
-    _tile_dpbssd(0, 1, 2);
-    _tile_stored(0, out, 64);
-    _tile_release();
-}
-
 static unsigned long long xinuse_during, xinuse_after;
 static int yields;
 static unsigned long long xgetbv1(void) {
@@ -1274,10 +1263,11 @@ static unsigned long long xgetbv1(void) {
     return ((unsigned long long)hi << 32) | lo;
 }
 
-/* As amx16, with `yields` sched_yield() calls between loading the tiles and using them (another
-   process using the tiles runs in between: the kernel must save and restore them), and XINUSE
-   (XGETBV with ECX = 1) read while the tiles are live and after they are released. */
-__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16_yield(int32_t out[16][16]) {
+/* out = TA x TB on the tiles, with `yields` sched_yield() calls between loading the tiles and
+   using them (another process using the tiles runs in between: the kernel must save and restore
+   them), and XINUSE (XGETBV with ECX = 1) read while the tiles are live and after they are
+   released. */
+__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16(int32_t out[16][16]) {
     _tile_loadconfig(&tilecfg);
     _tile_zero(0);
     _tile_loadd(1, TA, 64);
@@ -1294,7 +1284,7 @@ __attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16_yield(i
 static int amx_check(void) {
     int32_t out[16][16];
     memset(out, 0x55, sizeof out);
-    if (yields) amx16_yield(out); else amx16(out);
+    amx16(out);
     for (int m = 0; m < 16; m++)
         for (int n = 0; n < 16; n++) {
             int32_t s = 0;

@@ -430,7 +430,7 @@ pub fn gemm_model(
 /// that the tile instructions themselves ran.
 pub fn native_tile_calls() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    return super::x86_amx::native_calls();
+    return super::x86_amx::NATIVE_CALLS.load(core::sync::atomic::Ordering::Relaxed);
     #[cfg(not(target_arch = "x86_64"))]
     0
 }

@@ -10,7 +10,7 @@
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
 //! unchanged. No AMX hardware has run this yet (so it is not timed); it runs under an emulated
 //! Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
-//! the oracle, `tests/amx.rs` (against the scalar model, with [`native_calls`] counted) and
+//! the oracle, `tests/amx.rs` (against the scalar model, with [`NATIVE_CALLS`] counted) and
 //! `tests/c/amx_smoke.c` (threads, `fork()`, release, a refused permission) check it, and on
 //! every machine the same kernel runs under the scalar model.
 
@@ -118,10 +118,5 @@ pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>)
 
 /// Calls of the native tile kernel in this process (one relaxed add per call, i.e. per job, not
 /// per block), so that a test can show the tile instructions ran: the scalar model gives the same
-/// bits, so equal outputs alone cannot tell them apart.
-static NATIVE_CALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
-/// How many times the native AMX tile kernel ran in this process (see [`NATIVE_CALLS`]).
-pub(crate) fn native_calls() -> u64 {
-    NATIVE_CALLS.load(core::sync::atomic::Ordering::Relaxed)
-}
+/// bits, so equal outputs alone cannot tell them apart. Read by `amx::native_tile_calls`.
+pub(crate) static NATIVE_CALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
