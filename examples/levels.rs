@@ -1,7 +1,7 @@
 //! Side-by-side timing of every x86 level this CPU runs, on the same X16 matrices and activations,
 //! for choosing [`KernelLevel::best`]'s order per CPU class (README, "Which level `auto` picks").
 //!
-//! Usage: `cargo run --release --example levels -- [--reps N] [--quick]`
+//! Usage: `cargo run --release --example levels -- [--reps N] [--quick | --dram] [--cols LIST]`
 //!
 //! - Time is the calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID` on Linux; wall time
 //!   elsewhere), so time the thread spent waiting for a core on a shared machine is not counted.
@@ -14,7 +14,15 @@
 //!   once per repetition beside the kernels; the best so far).
 //! - Every level's outputs are compared bit for bit with the first level's before timing: a
 //!   mismatch stops the run (the table is only worth something if the kernels agree).
+//! - Where the `amx` level runs, batches that reach its tiles are also timed with the other
+//!   arrangement of its tile chains (`amx 1x1`, [`kernels::amx::Blocking::OneByOne`], through
+//!   `kernels::amx::gemm_native`; the level itself runs `kernels::amx::BLOCKING`), and `--cols`
+//!   lists the batch widths to time, e.g. `--cols 4,8,12,16,24,32,48,64` for the width from
+//!   which `amx` is faster than `avx512vnni` (`kernels::dispatch::AMX_MIN_COLS`).
 use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
+use ggml_t2p::kernels::act_pack::PackedActs;
+use ggml_t2p::kernels::amx::Blocking;
+use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{kernels, Activations, CpuFeatures, KernelLevel, PackedWeights};
@@ -58,12 +66,15 @@ mod rng;
 use rng::Rng;
 
 fn main() {
-    const USAGE: &str = "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram]\n  \
+    const USAGE: &str =
+        "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram] [--cols LIST]\n  \
          --reps N   timed batches per level and case (N >= 1, default 9)\n  \
          --quick    one shape (4096x4096) instead of three\n  \
+         --cols L   batch widths to time, comma-separated (default 1,4,64,512; not with --dram)\n  \
          --dram     gemv only, on a 131072x32768 matrix (1.14 GB, beyond any last-level cache), beside\n             \
          a plain read loop over the same bytes timed in turn with the levels";
     let (mut reps, mut quick, mut dram) = (9usize, false, false);
+    let mut cols: Option<Vec<usize>> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -73,6 +84,13 @@ fn main() {
             }
             "--quick" => quick = true,
             "--dram" => dram = true,
+            "--cols" => match args
+                .next()
+                .map(|v| v.split(',').map(|c| c.trim().parse::<usize>()).collect::<Result<Vec<_>, _>>())
+            {
+                Some(Ok(v)) if !v.is_empty() && !v.contains(&0) => cols = Some(v),
+                _ => usage_error(USAGE, "--cols takes batch widths of 1 or more, comma-separated (e.g. 8,16,32)"),
+            },
             "--reps" => match args.next().and_then(|v| v.parse::<usize>().ok()).filter(|&n| n >= 1) {
                 Some(n) => reps = n,
                 None => usage_error(USAGE, "--reps takes a whole number of 1 or more"),
@@ -84,6 +102,18 @@ fn main() {
         .into_iter()
         .filter(|l| l.is_available())
         .collect();
+    if dram && cols.is_some() {
+        usage_error(USAGE, "--dram times gemv only: no --cols");
+    }
+    // what is timed: every level as dispatch runs it, and where amx runs, its tiles with the
+    // other blocking (rows only for batches that reach the tiles)
+    let mut arms: Vec<Arm> = levels.iter().map(|&l| Arm::Level(l)).collect();
+    if levels.contains(&KernelLevel::Amx) {
+        arms.push(Arm::Amx(other_blocking()));
+    }
+    if levels.contains(&KernelLevel::Avx512Vnni) {
+        arms.push(Arm::NoTiles);
+    }
     let f = CpuFeatures::detect();
     println!(
         "levels: cpu {:?}; runs {}; auto picks {}",
@@ -98,9 +128,9 @@ fn main() {
     // each level's issue limit (kernels::peak), timed the same way in this process: once here for
     // the log line, then once more per repetition beside the kernels (best of all), so that a
     // change of clock during the run moves both sides of the share alike
-    let probes: Vec<Option<ggml_t2p::kernels::peak::Probe>> = levels
+    let probes_all: Vec<Option<ggml_t2p::kernels::peak::Probe>> = arms
         .iter()
-        .map(|&l| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l && p.is_available()))
+        .map(|a| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == a.level() && p.is_available()))
         .collect();
     let time_probe = |p: ggml_t2p::kernels::peak::Probe| -> f64 {
         let iters = 400_000_000 / p.macs_per_round();
@@ -108,9 +138,9 @@ fn main() {
         let macs = p.run(iters).unwrap_or(0) as f64;
         macs / (cpu_ns() - t).max(1) as f64
     };
-    let mut peak: Vec<Option<f64>> = probes.iter().map(|p| p.map(time_probe)).collect();
-    for (l, (p, g)) in levels.iter().zip(probes.iter().zip(&peak)) {
-        if let (Some(p), Some(g)) = (p, g) {
+    let mut peak_all: Vec<Option<f64>> = probes_all.iter().map(|p| p.map(time_probe)).collect();
+    for (a, (p, g)) in arms.iter().zip(probes_all.iter().zip(&peak_all)) {
+        if let (Some(p), Some(g), Arm::Level(l)) = (p, g, a) {
             println!("levels: {} issue limit ({}): {:.0} GMAC/s (first timing)", l.name(), p.name(), g);
         }
     }
@@ -121,11 +151,16 @@ fn main() {
     } else {
         &[(4096, 4096), (17408, 5120), (5120, 17408)]
     };
-    let col_counts: &[usize] = if dram { &[1] } else { &[1, 4, 64, 512] };
+    let col_counts: &[usize] = match (&cols, dram) {
+        (_, true) => &[1],
+        (Some(v), false) => v,
+        (None, false) => &[1, 4, 64, 512],
+    };
     println!(
         "{:<12} {:>4} {:>11} {:>11} {:>11} {:>12} {:>6} {:>6}",
         "shape", "cols", "level", "best us", "median us", "rate", "rel", "issue"
     );
+    let all_arms = arms;
     let mut rng = Rng(1);
     for &(n_rows, k) in shapes {
         let src: Vec<BlockPq2_0> = (0..n_rows * k / QK)
@@ -147,23 +182,34 @@ fn main() {
                 quantize_row_q8_k_padded(&x, &mut act[j * per..(j + 1) * per], Contract::Fused).unwrap();
             }
             let a = Activations::new(&act, n_cols, k).unwrap();
-            let packs: Vec<_> = levels.iter().map(|&l| a.pack(Layout::X16, l).unwrap()).collect();
-            let mut dst: Vec<Vec<f32>> = levels.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
+            // the arms of this width (amx's other blocking and the kernel without tiles only where
+            // the batch reaches the tiles)
+            let sel: Vec<usize> = (0..all_arms.len())
+                .filter(|&i| matches!(all_arms[i], Arm::Level(_)) || n_cols >= AMX_MIN_COLS)
+                .collect();
+            let arms: Vec<Arm> = sel.iter().map(|&i| all_arms[i]).collect();
+            let mut peak: Vec<Option<f64>> = sel.iter().map(|&i| peak_all[i]).collect();
+            let probes: Vec<_> = sel.iter().map(|&i| probes_all[i]).collect();
+            let packs: Vec<_> = arms.iter().map(|arm| a.pack(Layout::X16, arm.level()).unwrap()).collect();
+            let mut dst: Vec<Vec<f32>> = arms.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
             // outputs first: the same bits at every level, or no table
-            for (i, &l) in levels.iter().enumerate() {
-                kernels::gemm_packed(l, &w, &packs[i].view(), &mut dst[i], n_rows, 0..n_rows).unwrap();
+            for (i, arm) in arms.iter().enumerate() {
+                arm.run(&w, &packs[i].view(), &mut dst[i], n_rows);
+                if *arm == Arm::NoTiles {
+                    continue;
+                }
                 let same = dst[i].iter().zip(&dst[0]).all(|(x, y)| x.to_bits() == y.to_bits());
-                assert!(same, "{} and {} outputs differ at {n_rows}x{k}, {n_cols} columns", l.name(), levels[0].name());
+                assert!(same, "{} and {} outputs differ at {n_rows}x{k}, {n_cols} columns", arm.name(), arms[0].name());
             }
             // calls per batch: about 20 ms of the slowest level
             let mut calls = 10_000usize;
-            for (i, &l) in levels.iter().enumerate() {
+            for (i, arm) in arms.iter().enumerate() {
                 let t0 = cpu_ns();
-                kernels::gemm_packed(l, &w, &packs[i].view(), &mut dst[i], n_rows, 0..n_rows).unwrap();
+                arm.run(&w, &packs[i].view(), &mut dst[i], n_rows);
                 let one = (cpu_ns() - t0).max(1);
                 calls = calls.min((20_000_000 / one).clamp(1, 10_000) as usize);
             }
-            let mut per_call: Vec<Vec<f64>> = levels.iter().map(|_| Vec::with_capacity(reps)).collect();
+            let mut per_call: Vec<Vec<f64>> = arms.iter().map(|_| Vec::with_capacity(reps)).collect();
             let mut read_ns: Vec<f64> = Vec::new();
             for _ in 0..reps {
                 for (pk, p) in peak.iter_mut().zip(&probes) {
@@ -171,17 +217,20 @@ fn main() {
                         *v = v.max(time_probe(*p));
                     }
                 }
+                for (&i, &v) in sel.iter().zip(&peak) {
+                    peak_all[i] = v;
+                }
                 if dram {
                     let t = cpu_ns();
                     // SAFETY: X16 blocks are plain old data without padding.
                     std::hint::black_box(common::read_sum(unsafe { common::bytes_of(&x16) }));
                     read_ns.push((cpu_ns() - t) as f64);
                 }
-                for (i, &l) in levels.iter().enumerate() {
+                for (i, arm) in arms.iter().enumerate() {
                     let p = packs[i].view();
                     let t = cpu_ns();
                     for _ in 0..calls {
-                        kernels::gemm_packed(l, &w, &p, &mut dst[i], n_rows, 0..n_rows).unwrap();
+                        arm.run(&w, &p, &mut dst[i], n_rows);
                     }
                     per_call[i].push((cpu_ns() - t) as f64 / calls as f64);
                 }
@@ -191,7 +240,13 @@ fn main() {
                 v.sort_by(|a, b| a.partial_cmp(b).unwrap());
                 best.push(v[0]);
             }
-            let fastest = best.iter().copied().fold(f64::INFINITY, f64::min);
+            // relative to the fastest kernel that computes the product (not the one without tiles)
+            let fastest = best
+                .iter()
+                .zip(&arms)
+                .filter(|(_, a)| **a != Arm::NoTiles)
+                .map(|(b, _)| *b)
+                .fold(f64::INFINITY, f64::min);
             let read_best = read_ns.iter().copied().fold(f64::INFINITY, f64::min);
             if dram {
                 println!(
@@ -204,12 +259,13 @@ fn main() {
                     format!("{:.1} GB/s", weight_bytes / read_best)
                 );
             }
-            for (i, &l) in levels.iter().enumerate() {
+            for (i, arm) in arms.iter().enumerate() {
                 let ns = best[i];
                 let gmacs = (n_rows * k * n_cols) as f64 / ns;
                 let rate =
                     if n_cols == 1 { format!("{:.1} GB/s", weight_bytes / ns) } else { format!("{:.0} GMAC/s", gmacs) };
                 let issue = match peak[i] {
+                    _ if *arm == Arm::NoTiles => String::new(),
                     Some(p) if n_cols > 1 => format!("{:.0}%", 100.0 * gmacs / p),
                     _ if dram => format!("{:.0}% rd", 100.0 * read_best / ns),
                     _ => String::new(),
@@ -218,7 +274,7 @@ fn main() {
                     "{:<12} {:>4} {:>11} {:>11.1} {:>11.1} {:>12} {:>5.2}x {:>6}",
                     format!("{n_rows}x{k}"),
                     n_cols,
-                    l.name(),
+                    arm.name(),
                     ns / 1e3,
                     per_call[i][reps / 2] / 1e3,
                     rate,
@@ -227,5 +283,53 @@ fn main() {
                 );
             }
         }
+    }
+}
+
+/// One timed kernel: a level as the dispatch runs it, the `amx` tiles with a given arrangement
+/// of their chains, or the `amx` kernel without its tile instructions.
+#[derive(Clone, Copy, PartialEq)]
+enum Arm {
+    Level(KernelLevel),
+    Amx(Blocking),
+    /// `kernels::amx::gemm_without_tiles` with the level's blocking: its outputs are not
+    /// products, so they are not compared.
+    NoTiles,
+}
+
+/// The `amx` blocking that the level does not run.
+fn other_blocking() -> Blocking {
+    match kernels::amx::BLOCKING {
+        Blocking::TwoByTwo => Blocking::OneByOne,
+        Blocking::OneByOne => Blocking::TwoByTwo,
+    }
+}
+
+impl Arm {
+    /// The level whose activation pack and issue limit the arm uses.
+    fn level(&self) -> KernelLevel {
+        match self {
+            Arm::Level(l) => *l,
+            Arm::Amx(_) | Arm::NoTiles => KernelLevel::Amx,
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Arm::Level(l) => l.name().to_string(),
+            Arm::Amx(Blocking::OneByOne) => "amx 1x1".into(),
+            Arm::Amx(Blocking::TwoByTwo) => "amx 2x2".into(),
+            Arm::NoTiles => "amx -tiles".into(),
+        }
+    }
+
+    /// All rows of `dst = W x A`; panics on an error (the arms were chosen to run here).
+    fn run(&self, w: &PackedWeights<'_>, p: &PackedActs<'_>, dst: &mut [f32], n_rows: usize) {
+        match self {
+            Arm::Level(l) => kernels::gemm_packed(*l, w, p, dst, n_rows, 0..n_rows),
+            Arm::Amx(b) => kernels::amx::gemm_native(w, p, dst, n_rows, 0..n_rows, *b),
+            Arm::NoTiles => kernels::amx::gemm_without_tiles(w, p, dst, n_rows, 0..n_rows, kernels::amx::BLOCKING),
+        }
+        .unwrap()
     }
 }

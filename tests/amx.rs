@@ -9,7 +9,7 @@ mod common;
 use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
 use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
-use ggml_t2p::kernels::amx::gemm_model;
+use ggml_t2p::kernels::amx::{gemm_model, gemm_native, gemm_without_tiles, Blocking};
 use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
@@ -25,6 +25,9 @@ struct Case {
     want: Vec<u32>,
 }
 
+/// Both arrangements of the tile chains (the same bits by construction; each is checked).
+const BLOCKINGS: [Blocking; 2] = [Blocking::TwoByTwo, Blocking::OneByOne];
+
 /// The float steps to run the model kernel with: the scalar one, and the native kernel's AVX-512
 /// one where the CPU has it (elsewhere it must be refused).
 fn steps() -> Vec<bool> {
@@ -32,7 +35,9 @@ fn steps() -> Vec<bool> {
     if !simd {
         let c = case(1, 16, 128, 16, false);
         let mut y = vec![0.0f32; 256];
-        assert_eq!(gemm_model(&c.weights(), &c.pack().view(), &mut y, 16, 0..16, true), Err(Error::Unsupported));
+        for b in BLOCKINGS {
+            assert_eq!(gemm_model(&c.weights(), &c.pack().view(), &mut y, 16, 0..16, true, b), Err(Error::Unsupported));
+        }
     }
     if simd {
         vec![false, true]
@@ -82,9 +87,11 @@ impl Case {
         let sentinel = f32::from_bits(0x7FC0_1234);
         let mut checked = 0;
         for simd in steps() {
-            let mut y = vec![sentinel; stride * self.n_cols];
-            gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd).unwrap();
-            checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd})"));
+            for b in BLOCKINGS {
+                let mut y = vec![sentinel; stride * self.n_cols];
+                gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd, b).unwrap();
+                checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd}, {b:?})"));
+            }
         }
         checked
     }
@@ -116,17 +123,18 @@ impl Case {
     }
 }
 
-/// Every batch width 1..=40 (full tiles, 1..15 leftover columns, several column groups), a last
-/// row tile of 4 rows (padding rows never stored), k = 384 (three 128-blocks: the last Q8_K block
+/// Every batch width 1..=40 (full tiles, 1..15 leftover columns, several column groups: pairs and
+/// a leftover group), 5 row tiles (two pairs and a leftover) with a last row tile of 4 rows
+/// (padding rows never stored), k = 384 (three 128-blocks: the last Q8_K block
 /// half padded), a column stride past `n_rows`.
 #[test]
 fn model_kernel_every_width_bit_exact() {
     let mut checked = 0;
     for n_cols in 1..=40 {
-        let c = case(0xA3A0 + n_cols as u64, 52, 384, n_cols, false);
-        checked += c.check(0..52, 3, &format!("PQ2_0 width {n_cols}"));
+        let c = case(0xA3A0 + n_cols as u64, 68, 384, n_cols, false);
+        checked += c.check(0..68, 3, &format!("PQ2_0 width {n_cols}"));
     }
-    assert_eq!(checked, steps().len() * 52 * (1..=40).sum::<usize>());
+    assert_eq!(checked, steps().len() * BLOCKINGS.len() * 68 * (1..=40).sum::<usize>());
     println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
 }
 
@@ -156,11 +164,13 @@ fn model_kernel_row_ranges() {
     for rows in [0..16, 16..84, 32..48, 64..84, 80..84, 0..84, 48..48] {
         checked += c.check(rows.clone(), 1, &format!("rows {rows:?}"));
     }
-    assert_eq!(checked, steps().len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
+    assert_eq!(checked, steps().len() * BLOCKINGS.len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
     let mut y = vec![0.0f32; 84 * 21];
     for bad in [8..16, 0..20, 16..90] {
-        let r = gemm_model(&c.weights(), &c.pack().view(), &mut y, 84, bad.clone(), false);
-        assert_eq!(r, Err(Error::Range), "{bad:?}");
+        for b in BLOCKINGS {
+            let r = gemm_model(&c.weights(), &c.pack().view(), &mut y, 84, bad.clone(), false, b);
+            assert_eq!(r, Err(Error::Range), "{bad:?}");
+        }
     }
 }
 
@@ -170,7 +180,10 @@ fn model_kernel_row_ranges() {
 fn model_kernel_thread_splits() {
     let c = case(0xD0D0, 100, 384, 37, true);
     let tiles = c.n_rows.div_ceil(16);
-    for (n_splits, simd) in [1, 2, 3, 7].into_iter().flat_map(|n| steps().into_iter().map(move |s| (n, s))) {
+    for (n_splits, simd, b) in [1, 2, 3, 7]
+        .into_iter()
+        .flat_map(|n| steps().into_iter().flat_map(move |s| BLOCKINGS.into_iter().map(move |b| (n, s, b))))
+    {
         let parts: Vec<(core::ops::Range<usize>, Vec<f32>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n_splits)
                 .map(|i| {
@@ -178,7 +191,7 @@ fn model_kernel_thread_splits() {
                     s.spawn(move || {
                         let rows = 16 * (tiles * i / n_splits)..(16 * (tiles * (i + 1) / n_splits)).min(c.n_rows);
                         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * c.n_cols];
-                        gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone(), simd).unwrap();
+                        gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone(), simd, b).unwrap();
                         (rows, y)
                     })
                 })
@@ -219,10 +232,10 @@ fn model_kernel_on_a_garbage_buffer_pack() {
             }
         }
         let view = PackedActs::new(ActFormat::T16, c.k, n_cols, &common::bytes_mut(&mut buf)[..len]).unwrap();
-        for simd in steps() {
+        for (simd, b) in steps().into_iter().flat_map(|s| BLOCKINGS.into_iter().map(move |b| (s, b))) {
             let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
-            gemm_model(&c.weights(), &view, &mut y, c.n_rows, 0..c.n_rows, simd).unwrap();
-            c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("C-style pack, {n_cols} columns"));
+            gemm_model(&c.weights(), &view, &mut y, c.n_rows, 0..c.n_rows, simd, b).unwrap();
+            c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("C-style pack, {n_cols} columns, {b:?}"));
         }
     }
 }
@@ -254,7 +267,7 @@ fn model_kernel_extremes() {
         .map(|(r, j)| vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
         .collect();
     let c = Case { n_rows, k, n_cols, x16, act, want };
-    assert_eq!(c.check(0..n_rows, 0, "extremes"), steps().len() * n_rows * n_cols);
+    assert_eq!(c.check(0..n_rows, 0, "extremes"), steps().len() * BLOCKINGS.len() * n_rows * n_cols);
 }
 
 /// The level's plumbing: its name and C value, the pack format by batch width (tiles from
@@ -287,7 +300,10 @@ fn amx_level_plumbing() {
     let c = case(0xE0E0, 16, 128, 16, false);
     let mut y = vec![0.0f32; 16 * 16];
     let halves = ActPack::new(ActFormat::Halves, 128, 16, &c.act).unwrap();
-    assert_eq!(gemm_model(&c.weights(), &halves.view(), &mut y, 16, 0..16, false), Err(Error::InvalidArgument));
+    assert_eq!(
+        gemm_model(&c.weights(), &halves.view(), &mut y, 16, 0..16, false, Blocking::TwoByTwo),
+        Err(Error::InvalidArgument)
+    );
     if KernelLevel::Avx512Vnni.is_available() {
         let r =
             ggml_t2p::kernels::gemm_packed(KernelLevel::Avx512Vnni, &c.weights(), &c.pack().view(), &mut y, 16, 0..16);
@@ -301,12 +317,19 @@ fn amx_level_plumbing() {
 }
 
 /// Where the CPU runs AMX: the native tile kernel equals the model kernel (and so the reference)
-/// for widths around the crossover and leftovers, and one (300) that takes a second pass of
-/// [`GROUPS`](ggml_t2p::kernels::amx::GROUPS) column groups. Elsewhere there is nothing native to compare;
-/// the test says so in its output.
+/// for widths around the crossover and leftovers, and one (300) that takes three passes of
+/// [`PASS_TILES`](ggml_t2p::kernels::amx::PASS_TILES) accumulators, on 5 row tiles (pairs and a
+/// leftover), through the level (its [`BLOCKING`](ggml_t2p::kernels::amx::BLOCKING)) and
+/// through [`gemm_native`] with each blocking. Elsewhere `gemm_native` is refused and there is
+/// nothing native to compare; the test says so in its output.
 #[test]
 fn native_equals_model_where_available() {
     if !KernelLevel::Amx.is_available() {
+        let c = case(0xF0F0, 16, 128, 16, false);
+        let mut y = vec![0.0f32; 256];
+        for b in BLOCKINGS {
+            assert_eq!(gemm_native(&c.weights(), &c.pack().view(), &mut y, 16, 0..16, b), Err(Error::Unsupported));
+        }
         println!("amx: not available on this CPU/OS; the native tile kernel was not run");
         return;
     }
@@ -314,7 +337,7 @@ fn native_equals_model_where_available() {
     let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
     let calls_before = ggml_t2p::kernels::amx::native_tile_calls();
     for n_cols in widths {
-        let c = case(0xF0F0 + n_cols as u64, 52, 384, n_cols, false);
+        let c = case(0xF0F0 + n_cols as u64, 68, 384, n_cols, false);
         let a = Activations::new(&c.act, n_cols, c.k).unwrap();
         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
         ggml_t2p::kernels::gemm(KernelLevel::Amx, &c.weights(), &a, &mut y, c.n_rows, 0..c.n_rows).unwrap();
@@ -322,11 +345,47 @@ fn native_equals_model_where_available() {
         let mut par = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
         ggml_t2p::kernels::gemm_par(KernelLevel::Amx, &c.weights(), &a, &mut par, c.n_rows, 3).unwrap();
         assert!(par.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()), "native amx split, width {n_cols}");
+        if n_cols >= AMX_MIN_COLS {
+            for b in BLOCKINGS {
+                for rows in [0..c.n_rows, 16..c.n_rows, 32..48] {
+                    let mut z = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
+                    gemm_native(&c.weights(), &c.pack().view(), &mut z, c.n_rows, rows.clone(), b).unwrap();
+                    checked += c.compare(&z, c.n_rows, &rows, &format!("native {b:?} width {n_cols} rows {rows:?}"));
+                }
+            }
+        }
     }
     // the tile kernel itself ran (the model gives the same bits): one call per gemm of 16+
-    // columns, and at least one more for its split run
+    // columns, at least one more for its split run, and 6 through gemm_native
     let wide = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
     let calls = ggml_t2p::kernels::amx::native_tile_calls() - calls_before;
-    assert!(calls >= 2 * wide, "the native tile kernel ran {calls} times, want at least {}", 2 * wide);
-    println!("amx native: {checked} outputs bit-identical ({calls} native tile-kernel calls)");
+    assert!(calls >= 8 * wide, "the native tile kernel ran {calls} times, want at least {}", 8 * wide);
+    println!("amx native: {checked} outputs bit-identical ({calls} native tile-kernel calls, blockings {BLOCKINGS:?})");
+}
+
+/// The timing floor (`gemm_without_tiles`: the native kernel minus its tile instructions) runs
+/// on any AVX-512 CPU without executing a tile instruction (on a CPU without AMX one would raise
+/// SIGILL), writes exactly its rows and, its `C` buffer never filled, writes +0.0 there; it is
+/// refused without AVX-512.
+#[test]
+fn without_tiles_writes_its_rows_only() {
+    let c = case(0x5A5A, 68, 384, 40, false);
+    if !KernelLevel::Avx512Vnni.is_available() {
+        let mut y = vec![0.0f32; 68 * 40];
+        let r = gemm_without_tiles(&c.weights(), &c.pack().view(), &mut y, 68, 0..68, Blocking::TwoByTwo);
+        assert_eq!(r, Err(Error::Unsupported));
+        return;
+    }
+    for b in BLOCKINGS {
+        for rows in [0..68, 16..68, 32..48] {
+            let mut y = vec![f32::from_bits(0x7FC0_1234); 68 * 40];
+            gemm_without_tiles(&c.weights(), &c.pack().view(), &mut y, 68, rows.clone(), b).unwrap();
+            for j in 0..40 {
+                for r in 0..68 {
+                    let want = if rows.contains(&r) { 0 } else { 0x7FC0_1234 };
+                    assert_eq!(y[j * 68 + r].to_bits(), want, "{b:?} rows {rows:?}: col {j} row {r}");
+                }
+            }
+        }
+    }
 }

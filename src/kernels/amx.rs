@@ -17,8 +17,10 @@
 //! `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)` ([`crate::reference::accumulate_block`] with
 //! [`Contract::Fused`](crate::reference::Contract)), so every output has the reference bits.
 //!
-//! Tiles: `tmm0` = C, `tmm1`/`tmm2` = the two `A` halves, `tmm3`/`tmm4` = the two `B` halves
-//! (expanded once per block and kept resident while up to [`GROUPS`] column groups pass).
+//! Tiles ([`Blocking::TwoByTwo`], the level's): `tmm0..tmm3` = the `C` tiles of 2 row tiles x 2
+//! column groups, `tmm4`/`tmm5` = the two groups' `A` tiles and `tmm6`/`tmm7` = the two row
+//! tiles' `B` tiles, for one half-block (64 weights) at a time. Each block is expanded once per
+//! pass of up to [`PASS_TILES`] (row tile, column group) accumulators.
 
 use super::act_pack::ActTile16;
 use super::operands::{validate, Job, OutPtr, PackedWeights};
@@ -60,10 +62,10 @@ impl TileConfig {
     }
 }
 
-/// The kernel's configuration: tiles 0..5 of 16 rows x 64 bytes, the rest unused. A `static`:
+/// The kernel's configuration: all 8 tiles of 16 rows x 64 bytes. A `static`:
 /// `ldtilecfg` reads it from memory that the compiler cannot elide or leave unwritten (stock
 /// ggml's tile configuration on the stack was optimized away: SIGILL at the first `tileloadd`).
-pub static X16_TILE_CONFIG: TileConfig = TileConfig::full_tiles(5);
+pub static X16_TILE_CONFIG: TileConfig = TileConfig::full_tiles(8);
 
 /// The tile operations the kernel uses, with the semantics of the AMX instructions of the same
 /// names. Tile numbers are const parameters (they are part of the instruction encoding).
@@ -230,11 +232,17 @@ impl Tiles for TileModel {
     }
 }
 
-/// The per-block float step of the kernel, 16 lanes = 16 weight rows: the reference's
-/// `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)`, the product rounded first. [`ScalarStep`]
+/// The kernel's vector work around the tiles, 16 lanes = 16 weight rows: expanding a block into
+/// its `B` tiles, its row scales, and the per-block float step, the reference's
+/// `sumf = fma(fp32(d_w) * d_y, (float) isum, sumf)`, the product rounded first. [`ScalarOps`]
 /// is the portable one (under the model in tests); the native kernel uses AVX-512 (`x86_amx`),
 /// which the tests also run under the model where the CPU has AVX-512.
-pub trait FloatStep {
+pub trait VectorOps {
+    /// `b[4w + s][j] = ((qs[w][j] >> 2s) & 3) - 1`: the block's two `B` tiles.
+    ///
+    /// # Safety
+    /// The implementation's instructions are available.
+    unsafe fn expand(blk: &BlockX16, b: &mut BTiles);
     /// The 16 fp16 row scales as f32 (exact).
     ///
     /// # Safety
@@ -247,11 +255,15 @@ pub trait FloatStep {
     unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32);
 }
 
-/// [`FloatStep`] in plain Rust (`f32::mul_add`: one rounding, as the reference's
+/// [`VectorOps`] in plain Rust (`f32::mul_add`: one rounding, as the reference's
 /// [`Contract::Fused`](crate::reference::Contract)).
-pub struct ScalarStep;
+pub struct ScalarOps;
 
-impl FloatStep for ScalarStep {
+impl VectorOps for ScalarOps {
+    #[inline(always)]
+    unsafe fn expand(blk: &BlockX16, b: &mut BTiles) {
+        expand(blk, b)
+    }
     #[inline(always)]
     unsafe fn scales(d: &[half::f16; 16]) -> [f32; 16] {
         let mut out = [0.0f32; 16];
@@ -268,18 +280,53 @@ impl FloatStep for ScalarStep {
     }
 }
 
-/// Column groups (of 16) per pass over a row tile's blocks: each block's `B` tiles are expanded
-/// once per pass and kept resident while these groups go through them (16 KiB of float sums).
-pub const GROUPS: usize = 16;
+/// How the kernel arranges its `tdpbssd` chains: the `C` tiles that hold one 128-block's int32
+/// sums at a time. Both give the same bits (each output's sums and float steps do not depend on
+/// it); they differ in how long a `tdpbssd` waits for the previous one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocking {
+    /// One `C` tile at a time (16 weight rows x 16 columns, `tmm0`): a block's two `tdpbssd` form
+    /// one dependent chain, and the next column group's `tilezero` waits for the store of the
+    /// sums before it. The block's two `B` tiles stay resident (`tmm6`, `tmm7`) while the column
+    /// groups pass.
+    OneByOne,
+    /// Up to four `C` tiles, 2 row tiles x 2 column groups (`C` = `tmm0..tmm3`, `A` = `tmm4`,
+    /// `tmm5`, `B` = `tmm6`, `tmm7`, reloaded for the block's second half): four independent
+    /// chains, so a `tdpbssd` does not wait for the sums of the one before it. The register
+    /// blocking of oneDNN's and ONNX Runtime's AMX int8 kernels (2 x 2 accumulators), and the
+    /// pattern with which [`peak`](super::peak)'s `tdpbssd` probe reaches the unit's issue limit
+    /// (its latency is about 52 cycles at one instruction per 16, so one chain can keep the unit
+    /// busy at most about a third of the time). A leftover row tile or column group runs 2x1,
+    /// 1x2 or 1x1, with the tiles that are then free holding the second halves.
+    TwoByTwo,
+}
+
+/// The blocking of the `amx` level. NOT measured yet (no AMX hardware has run the kernel): chosen
+/// from the instruction's latency and throughput above; `examples/levels` times both on a CPU
+/// with AMX ([`gemm_native`]).
+pub const BLOCKING: Blocking = Blocking::TwoByTwo;
+
+/// (Row tile, column group) accumulators per pass over a row tile's blocks: 16 of 16 x 16 float
+/// sums (16 KiB), i.e. 16 column groups of one row tile or 8 of two. Each block's `B` tiles are
+/// expanded once per pass and used by every column group of the pass.
+pub const PASS_TILES: usize = 16;
 
 /// `N` bytes aligned to 64 (a tile row per 64 bytes).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Aligned<T>(T);
 
-/// Expands an X16 block into the two `B` tiles: `b[4w + s][j] = ((qs[w][j] >> 2s) & 3) - 1`.
+/// One expanded X16 block: the two `B` tiles (rows 0..16 = weights 0..64, rows 16..32 = 64..128;
+/// row `k` holds the 4-weight group `k` of each of the 16 weight rows, see the module docs).
+pub type BTiles = [[i8; 64]; 32];
+
+/// The int32 sums of one block, `C` tile `2g + r` for column group `g` and row tile `r`.
+type CTiles = [[[i32; 16]; 16]; 4];
+
+/// Expands an X16 block into the two `B` tiles: `b[4w + s][j] = ((qs[w][j] >> 2s) & 3) - 1`
+/// ([`ScalarOps`]; the tests' statement of the layout).
 #[inline(always)]
-fn expand(blk: &BlockX16, b: &mut [[i8; 64]; 32]) {
+fn expand(blk: &BlockX16, b: &mut BTiles) {
     for (w, word) in blk.qs.iter().enumerate() {
         for s in 0..4 {
             let row = &mut b[4 * w + s];
@@ -301,84 +348,253 @@ impl<T: Tiles> Drop for Session<'_, T> {
     }
 }
 
-/// The X16 x Q8_K gemm on tiles: for each row tile of the job, column groups of 16 (the last one
-/// padded) in passes of up to [`GROUPS`], each block's `isum` tile from two `tdpbssd`, then the
-/// reference float step in block order. Loads the configuration at entry and releases the tiles
-/// at exit.
+/// `p`'s first byte, for a tile load of 16 rows x 64 bytes at stride 64.
+#[inline(always)]
+fn tile_ptr<const N: usize>(p: &[[i8; 64]; N]) -> *const u8 {
+    p.as_ptr().cast()
+}
+
+/// `C` tile `T` into `c[T]`.
+///
+/// # Safety
+/// Tile `T` configured 16 x 64 (see [`Tiles`]).
+#[inline(always)]
+unsafe fn store_c<X: Tiles, const T: u8>(t: &mut X, c: &mut CTiles) {
+    // SAFETY: c[T] is 16 rows of 64 writable bytes.
+    unsafe { t.store::<T>(c[usize::from(T)].as_mut_ptr().cast(), 64) }
+}
+
+/// 1 row tile x 1 column group: `C` = `tmm0`, the block's `B` halves resident in `tmm6`/`tmm7`.
+///
+/// # Safety
+/// [`X16_TILE_CONFIG`] loaded; `tmm6`/`tmm7` hold the block's `B` halves.
+#[inline(always)]
+unsafe fn sums_1x1<X: Tiles>(t: &mut X, a: &ActTile16, c: &mut CTiles) {
+    // SAFETY: every tile is configured 16 x 64; each operand is 16 rows of 64 bytes.
+    unsafe {
+        t.zero::<0>();
+        t.load::<4>(tile_ptr(&a.qs[0]), 64);
+        t.load::<5>(tile_ptr(&a.qs[1]), 64);
+        t.dpbssd::<0, 4, 6>();
+        t.dpbssd::<0, 5, 7>();
+        store_c::<_, 0>(t, c);
+    }
+}
+
+/// 1 row tile x 2 column groups: `C` = `tmm0`, `tmm2`; `A` halves in `tmm4`, `tmm5` (first) and
+/// `tmm1`, `tmm3` (second); the block's `B` halves resident in `tmm6`/`tmm7`.
+///
+/// # Safety
+/// As [`sums_1x1`].
+#[inline(always)]
+unsafe fn sums_1x2<X: Tiles>(t: &mut X, a0: &ActTile16, a1: &ActTile16, c: &mut CTiles) {
+    // SAFETY: as in sums_1x1.
+    unsafe {
+        t.zero::<0>();
+        t.zero::<2>();
+        t.load::<4>(tile_ptr(&a0.qs[0]), 64);
+        t.load::<5>(tile_ptr(&a1.qs[0]), 64);
+        t.dpbssd::<0, 4, 6>();
+        t.dpbssd::<2, 5, 6>();
+        t.load::<1>(tile_ptr(&a0.qs[1]), 64);
+        t.load::<3>(tile_ptr(&a1.qs[1]), 64);
+        t.dpbssd::<0, 1, 7>();
+        t.dpbssd::<2, 3, 7>();
+        store_c::<_, 0>(t, c);
+        store_c::<_, 2>(t, c);
+    }
+}
+
+/// 2 row tiles x 1 column group: `C` = `tmm0`, `tmm1`; `A` halves in `tmm4`, `tmm5`; `B` first
+/// halves in `tmm6`, `tmm7`, second halves in `tmm2`, `tmm3`.
+///
+/// # Safety
+/// [`X16_TILE_CONFIG`] loaded.
+#[inline(always)]
+unsafe fn sums_2x1<X: Tiles>(t: &mut X, a: &ActTile16, b: &[BTiles; 2], c: &mut CTiles) {
+    // SAFETY: as in sums_1x1.
+    unsafe {
+        t.zero::<0>();
+        t.zero::<1>();
+        t.load::<4>(tile_ptr(&a.qs[0]), 64);
+        t.load::<6>(tile_ptr(&b[0]), 64);
+        t.load::<7>(tile_ptr(&b[1]), 64);
+        t.dpbssd::<0, 4, 6>();
+        t.dpbssd::<1, 4, 7>();
+        t.load::<5>(tile_ptr(&a.qs[1]), 64);
+        t.load::<2>(b[0][16..].as_ptr().cast(), 64);
+        t.load::<3>(b[1][16..].as_ptr().cast(), 64);
+        t.dpbssd::<0, 5, 2>();
+        t.dpbssd::<1, 5, 3>();
+        store_c::<_, 0>(t, c);
+        store_c::<_, 1>(t, c);
+    }
+}
+
+/// 2 row tiles x 2 column groups: `C` = `tmm0..tmm3`, `A` = `tmm4`, `tmm5` and `B` = `tmm6`,
+/// `tmm7`, each loaded again for the block's second half.
+///
+/// # Safety
+/// [`X16_TILE_CONFIG`] loaded.
+#[inline(always)]
+unsafe fn sums_2x2<X: Tiles>(t: &mut X, a0: &ActTile16, a1: &ActTile16, b: &[BTiles; 2], c: &mut CTiles) {
+    // SAFETY: as in sums_1x1.
+    unsafe {
+        t.zero::<0>();
+        t.zero::<1>();
+        t.zero::<2>();
+        t.zero::<3>();
+        for h in 0..2 {
+            t.load::<4>(tile_ptr(&a0.qs[h]), 64);
+            t.load::<5>(tile_ptr(&a1.qs[h]), 64);
+            t.load::<6>(b[0][16 * h..].as_ptr().cast(), 64);
+            t.load::<7>(b[1][16 * h..].as_ptr().cast(), 64);
+            t.dpbssd::<0, 4, 6>();
+            t.dpbssd::<1, 4, 7>();
+            t.dpbssd::<2, 5, 6>();
+            t.dpbssd::<3, 5, 7>();
+        }
+        store_c::<_, 0>(t, c);
+        store_c::<_, 1>(t, c);
+        store_c::<_, 2>(t, c);
+        store_c::<_, 3>(t, c);
+    }
+}
+
+/// The X16 x Q8_K gemm on tiles: the job's row tiles one or two at a time (`blocking`), column
+/// groups of 16 (the last one padded) in passes of [`PASS_TILES`] accumulators, each block's
+/// `isum` tiles from two `tdpbssd` each ([`Blocking`]), then the reference float step in block
+/// order. Loads the configuration at entry and releases the tiles at exit.
 ///
 /// # Safety
 /// `job` validated by `gemm_raw` (or [`gemm_model`]) with a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack;
 /// for the native tiles, AMX usable on this thread's process (see [`Tiles`]).
 #[inline(always)]
-pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: FloatStep>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
+pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
+    tiles: &mut T,
+    job: &Job<'_, BlockX16, ActTile16>,
+    blocking: Blocking,
+) {
     // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
     unsafe { tiles.config(&X16_TILE_CONFIG) };
     let s = Session(tiles);
     let nb = job.nb;
     let groups = job.n_cols.div_ceil(16);
-    let mut b = Aligned([[0i8; 64]; 32]);
-    let mut c = Aligned([[0i32; 16]; 16]);
-    let mut sumf = [[[0.0f32; 16]; 16]; GROUPS];
-    for t in job.tiles.clone() {
-        let blocks = job.tile(t);
-        let r0 = X16_ROWS * t;
-        let rows = X16_ROWS.min(job.n_rows - r0);
+    let (max_r, max_g) = match blocking {
+        Blocking::OneByOne => (1, 1),
+        Blocking::TwoByTwo => (2, 2),
+    };
+    let mut b = Aligned([[[0i8; 64]; 32]; 2]);
+    let mut c = Aligned([[[0i32; 16]; 16]; 4]);
+    // accumulator of (column group g of the pass, row tile r): sumf[g * nr + r], [column][row];
+    // aligned, so that each column's 16 rows are one cache line
+    let mut sumf = Aligned([[[0.0f32; 16]; 16]; PASS_TILES]);
+    let mut t = job.tiles.start;
+    while t < job.tiles.end {
+        let nr = max_r.min(job.tiles.end - t);
         let mut g0 = 0;
         while g0 < groups {
-            let ng = GROUPS.min(groups - g0);
-            for sg in sumf.iter_mut().take(ng) {
-                *sg = [[0.0; 16]; 16];
+            let ng = (PASS_TILES / nr).min(groups - g0);
+            for acc in sumf.0.iter_mut().take(ng * nr) {
+                *acc = [[0.0; 16]; 16];
             }
-            for (i, blk) in blocks.iter().enumerate() {
-                expand(blk, &mut b.0);
-                // SAFETY: S's instructions are available (the caller's target features).
-                let dw = unsafe { S::scales(&blk.d) };
-                // SAFETY: b holds 32 rows of 64 bytes; configured tiles 3 and 4 are 16 x 64.
-                unsafe {
-                    s.0.load::<3>(b.0.as_ptr().cast(), 64);
-                    s.0.load::<4>(b.0[16..].as_ptr().cast(), 64);
-                }
-                for (gi, sg) in sumf.iter_mut().enumerate().take(ng) {
-                    let a = &job.act[(g0 + gi) * nb + i];
-                    // SAFETY: each A half is 16 rows of 64 bytes; c is 16 rows of 64 bytes;
-                    // tiles 0..5 configured 16 x 64 (shapes agree for tdpbssd: K/4 = 16 = B rows).
+            for i in 0..nb {
+                let mut dw = [[0.0f32; 16]; 2];
+                for (r, (br, dwr)) in b.0.iter_mut().zip(dw.iter_mut()).enumerate().take(nr) {
+                    let blk = &job.tile(t + r)[i];
+                    // SAFETY: S's instructions are available (the caller's target features).
                     unsafe {
-                        s.0.zero::<0>();
-                        s.0.load::<1>(a.qs[0].as_ptr().cast(), 64);
-                        s.0.load::<2>(a.qs[1].as_ptr().cast(), 64);
-                        s.0.dpbssd::<0, 1, 3>();
-                        s.0.dpbssd::<0, 2, 4>();
-                        s.0.store::<0>(c.0.as_mut_ptr().cast(), 64);
-                    }
-                    for ((srow, crow), &dy) in sg.iter_mut().zip(c.0.iter()).zip(a.d.iter()) {
-                        // SAFETY: as for S::scales.
-                        unsafe { S::step(srow, crow, &dw, dy) };
+                        S::expand(blk, br);
+                        *dwr = S::scales(&blk.d);
                     }
                 }
+                if nr == 1 {
+                    // SAFETY: b[0] holds 32 rows of 64 bytes; tiles 6 and 7 are 16 x 64.
+                    unsafe {
+                        s.0.load::<6>(tile_ptr(&b.0[0]), 64);
+                        s.0.load::<7>(b.0[0][16..].as_ptr().cast(), 64);
+                    }
+                }
+                let mut g = 0;
+                while g < ng {
+                    let pair = max_g == 2 && g + 1 < ng;
+                    let a0 = &job.act[(g0 + g) * nb + i];
+                    let a1 = if pair { &job.act[(g0 + g + 1) * nb + i] } else { a0 };
+                    // SAFETY: the configuration is loaded; with one row tile its B halves are in
+                    // tmm6/tmm7 (just above).
+                    unsafe {
+                        match (nr, pair) {
+                            (1, false) => sums_1x1(s.0, a0, &mut c.0),
+                            (1, true) => sums_1x2(s.0, a0, a1, &mut c.0),
+                            (_, false) => sums_2x1(s.0, a0, &b.0, &mut c.0),
+                            (_, true) => sums_2x2(s.0, a0, a1, &b.0, &mut c.0),
+                        }
+                    }
+                    for (gg, a) in [a0, a1].into_iter().enumerate().take(1 + usize::from(pair)) {
+                        for (r, dwr) in dw.iter().enumerate().take(nr) {
+                            let acc = &mut sumf.0[(g + gg) * nr + r];
+                            for ((srow, crow), &dy) in acc.iter_mut().zip(c.0[2 * gg + r].iter()).zip(a.d.iter()) {
+                                // SAFETY: as for S::scales.
+                                unsafe { S::step(srow, crow, dwr, dy) };
+                            }
+                        }
+                    }
+                    g += 1 + usize::from(pair);
+                }
             }
-            for (gi, sg) in sumf.iter().enumerate().take(ng) {
-                let c0 = 16 * (g0 + gi);
-                for (m, srow) in sg.iter().enumerate().take(job.n_cols - c0) {
-                    for (n, &v) in srow.iter().enumerate().take(rows) {
-                        // SAFETY: the job owns rows r0 .. r0 + rows of every column (validated).
-                        unsafe { job.out.write(r0 + n, c0 + m, v) };
+            for gl in 0..ng {
+                let c0 = 16 * (g0 + gl);
+                for r in 0..nr {
+                    let r0 = X16_ROWS * (t + r);
+                    let n_rows = X16_ROWS.min(job.n_rows - r0);
+                    for (m, srow) in sumf.0[gl * nr + r].iter().enumerate().take(job.n_cols - c0) {
+                        for (n, &v) in srow.iter().enumerate().take(n_rows) {
+                            // SAFETY: the job owns rows r0 .. r0 + n_rows of every column (validated).
+                            unsafe { job.out.write(r0 + n, c0 + m, v) };
+                        }
                     }
                 }
             }
             g0 += ng;
         }
+        t += nr;
     }
     drop(s);
 }
 
+/// Checks a call of [`gemm_model`] or [`gemm_native`] and builds its job; `None` when there is
+/// nothing to compute.
+fn tile_job<'a>(
+    w: &PackedWeights<'a>,
+    a: &super::act_pack::PackedActs<'a>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: &Range<usize>,
+) -> Result<Option<Job<'a, BlockX16, ActTile16>>, Error> {
+    let PackedWeights::X16 { blocks, n_rows, k } = *w else {
+        return Err(Error::InvalidArgument);
+    };
+    if a.format != super::act_pack::ActFormat::T16 {
+        return Err(Error::InvalidArgument);
+    }
+    validate(w, a, dst.len(), col_stride, rows)?;
+    if rows.is_empty() || a.n_cols == 0 {
+        return Ok(None);
+    }
+    let tiles = rows.start / X16_ROWS..rows.end.div_ceil(X16_ROWS);
+    let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };
+    Ok(Some(Job { w: blocks, nb: k / crate::format::QK, n_rows, act: a.elements(), n_cols: a.n_cols, out, tiles }))
+}
+
 /// The tile kernel under [`TileModel`], on any machine: rows `rows` of `dst = W x A` from X16
 /// weights and a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack, element (row `r`,
-/// column `j`) at `dst[j * col_stride + r]`. What `GGML_T2P_KERNEL=amx` computes natively for
-/// batches of [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) or more columns, for tests.
+/// column `j`) at `dst[j * col_stride + r]`, with the tile chains arranged as `blocking` says.
+/// What `GGML_T2P_KERNEL=amx` computes natively (with [`BLOCKING`]) for batches of
+/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) or more columns, for tests.
 ///
-/// With `simd_step`, the float step and scale conversion are the native kernel's AVX-512 code
+/// With `simd_step`, the expansion, scale conversion and float step are the native kernel's AVX-512 code
 /// (x86-64 with AVX-512 VNNI only: [`Error::Unsupported`] elsewhere), so on such a CPU everything
-/// but the tile instructions is the native kernel's machine code; else [`ScalarStep`].
+/// but the tile instructions is the native kernel's machine code; else [`ScalarOps`].
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] unless `w` is X16 and `a` is a T16 pack; otherwise as
@@ -390,20 +606,11 @@ pub fn gemm_model(
     col_stride: usize,
     rows: Range<usize>,
     simd_step: bool,
+    blocking: Blocking,
 ) -> Result<(), Error> {
-    let PackedWeights::X16 { blocks, n_rows, k } = *w else {
-        return Err(Error::InvalidArgument);
-    };
-    if a.format != super::act_pack::ActFormat::T16 {
-        return Err(Error::InvalidArgument);
-    }
-    validate(w, a, dst.len(), col_stride, &rows)?;
-    if rows.is_empty() || a.n_cols == 0 {
+    let Some(job) = tile_job(w, a, dst, col_stride, &rows)? else {
         return Ok(());
-    }
-    let tiles = rows.start / X16_ROWS..rows.end.div_ceil(X16_ROWS);
-    let out = OutPtr { ptr: dst.as_mut_ptr(), col_stride };
-    let job = Job { w: blocks, nb: k / crate::format::QK, n_rows, act: a.elements(), n_cols: a.n_cols, out, tiles };
+    };
     let mut model = TileModel::new();
     #[cfg(target_arch = "x86_64")]
     if simd_step {
@@ -411,15 +618,81 @@ pub fn gemm_model(
             return Err(Error::Unsupported);
         }
         // SAFETY: validated above; AVX-512 available (checked); dst is uniquely borrowed.
-        unsafe { super::x86_amx::gemm_x16_model_avx512(&mut model, &job) };
+        unsafe { super::x86_amx::gemm_x16_model_avx512(&mut model, &job, blocking) };
         return Ok(());
     }
     if simd_step {
         return Err(Error::Unsupported);
     }
     // SAFETY: validated above; the model needs no hardware; dst is uniquely borrowed.
-    unsafe { gemm_x16_tiles::<_, ScalarStep>(&mut model, &job) };
+    unsafe { gemm_x16_tiles::<_, ScalarOps>(&mut model, &job, blocking) };
     debug_assert!(!model.configured());
+    Ok(())
+}
+
+/// The native tile kernel with the chains arranged as `blocking` says, on one thread: what the
+/// `amx` level runs (with [`BLOCKING`]) for batches of
+/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) or more columns; arguments as [`gemm_model`].
+/// For comparing blockings on AMX hardware (`examples/levels`) and for tests; counts in
+/// [`native_tile_calls`].
+///
+/// # Errors
+/// [`Error::Unsupported`] unless the `amx` level is available (CPU, OS, permission); otherwise
+/// as [`gemm_model`].
+pub fn gemm_native(
+    w: &PackedWeights<'_>,
+    a: &super::act_pack::PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+    blocking: Blocking,
+) -> Result<(), Error> {
+    if !super::KernelLevel::Amx.is_available() {
+        return Err(Error::Unsupported);
+    }
+    let Some(job) = tile_job(w, a, dst, col_stride, &rows)? else {
+        return Ok(());
+    };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: validated above; the Amx level is available (checked); dst is uniquely borrowed.
+    unsafe {
+        super::x86_amx::gemm_x16_16x16_q8_k_amx(&job, blocking)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (job, blocking);
+    Ok(())
+}
+
+/// The native kernel with its tile instructions left out (`x86_amx::NoTiles`: the loads,
+/// `tdpbssd` and stores of tiles do nothing), on one thread: its expansion, float step and loop
+/// exactly as the `amx` level compiles them, on any CPU with AVX-512 VNNI, for timing the floor
+/// under the tile kernel's time (`examples/levels`: `amx -tiles`). Arguments as [`gemm_native`].
+/// The outputs are NOT products: the float step reads whatever the `C` buffer holds (zeros).
+///
+/// # Errors
+/// [`Error::Unsupported`] unless the `avx512vnni` level is available (x86-64 only); otherwise as
+/// [`gemm_model`].
+pub fn gemm_without_tiles(
+    w: &PackedWeights<'_>,
+    a: &super::act_pack::PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+    blocking: Blocking,
+) -> Result<(), Error> {
+    if !super::KernelLevel::Avx512Vnni.is_available() {
+        return Err(Error::Unsupported);
+    }
+    let Some(job) = tile_job(w, a, dst, col_stride, &rows)? else {
+        return Ok(());
+    };
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: validated above; AVX-512 VNNI available (checked); no tile instruction runs.
+    unsafe {
+        super::x86_amx::gemm_x16_no_tiles_avx512(&job, blocking)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (job, blocking);
     Ok(())
 }
 

@@ -218,7 +218,7 @@ unsafe fn run_amx(job: Job<'_, BlockX16, ActTile16>) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: AMX-TILE/INT8 usable and permitted, AVX-512 available (the level is); validated.
     unsafe {
-        x86_amx::gemm_x16_16x16_q8_k_amx(&job)
+        x86_amx::gemm_x16_16x16_q8_k_amx(&job, super::amx::BLOCKING)
     }
     #[cfg(not(target_arch = "x86_64"))]
     unreachable!("the T16 format is only used by the x86 AMX level");

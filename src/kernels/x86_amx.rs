@@ -15,7 +15,7 @@
 //! every machine the same kernel runs under the scalar model.
 
 use super::act_pack::ActTile16;
-use super::amx::{gemm_x16_tiles, FloatStep, TileConfig, TileModel, Tiles};
+use super::amx::{gemm_x16_tiles, BTiles, Blocking, TileConfig, TileModel, Tiles, VectorOps};
 use super::operands::Job;
 use crate::format::BlockX16;
 use core::arch::asm;
@@ -28,22 +28,26 @@ pub(crate) struct Native;
 impl Tiles for Native {
     #[inline(always)]
     unsafe fn config(&mut self, cfg: &'static TileConfig) {
-        // SAFETY: AMX usable (trait contract); `cfg` is 64 readable bytes. Not `nomem`: the asm
-        // reads memory, so the compiler keeps the configuration written and the asm in order.
-        unsafe { asm!("ldtilecfg [{p}]", p = in(reg) cfg as *const TileConfig, options(nostack, preserves_flags)) }
+        // SAFETY: AMX usable (trait contract); `cfg` is 64 readable bytes. `readonly`, not
+        // `nomem`: the asm reads memory, so the compiler keeps the configuration written.
+        unsafe {
+            asm!("ldtilecfg [{p}]", p = in(reg) cfg as *const TileConfig, options(readonly, nostack, preserves_flags))
+        }
     }
     #[inline(always)]
     unsafe fn zero<const T: u8>(&mut self) {
-        // SAFETY: configured tile (trait contract). No `nomem`/`pure`: tile state is invisible to
-        // the compiler, so every tile asm keeps its program order.
-        unsafe { asm!("tilezero tmm{t}", t = const T, options(nostack, preserves_flags)) }
+        // SAFETY: configured tile (trait contract). Never `pure`: tile state is invisible to the
+        // compiler, so every tile asm must keep its program order, which the compiler keeps for
+        // asm blocks with side effects (not `pure`). The memory options say only what memory
+        // each touches (here none), so that values in registers stay there across it.
+        unsafe { asm!("tilezero tmm{t}", t = const T, options(nomem, nostack, preserves_flags)) }
     }
     #[inline(always)]
     unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
         // SAFETY: rows x colsb readable bytes at `stride` (trait contract).
         unsafe {
             asm!("tileloadd tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) p, s = in(reg) stride,
-                options(nostack, preserves_flags))
+                options(readonly, nostack, preserves_flags))
         }
     }
     #[inline(always)]
@@ -51,7 +55,7 @@ impl Tiles for Native {
         // SAFETY: configured tiles with agreeing shapes (trait contract).
         unsafe {
             asm!("tdpbssd tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
-                options(nostack, preserves_flags))
+                options(nomem, nostack, preserves_flags))
         }
     }
     #[inline(always)]
@@ -65,14 +69,83 @@ impl Tiles for Native {
     #[inline(always)]
     unsafe fn release(&mut self) {
         // SAFETY: AMX usable (trait contract); releasing is always allowed then.
-        unsafe { asm!("tilerelease", options(nostack, preserves_flags)) }
+        unsafe { asm!("tilerelease", options(nomem, nostack, preserves_flags)) }
     }
 }
 
-/// The float step in AVX-512: one zmm of 16 rows per (block, column).
-pub(crate) struct Avx512Step;
+/// [`Native`] with every tile instruction left out: each method is the same `asm!` block with an
+/// empty template (the same operands and options), so the compiler treats memory exactly as for
+/// the native kernel (a "store" may write the `C` buffer, a "load" reads its rows) and the
+/// kernel compiles to the native machine code minus the tile instructions. For timing the
+/// kernel's AVX-512 part (expansion, float step, loop) on any AVX-512 CPU; its outputs are
+/// meaningless.
+pub(crate) struct NoTiles;
 
-impl FloatStep for Avx512Step {
+impl Tiles for NoTiles {
+    #[inline(always)]
+    unsafe fn config(&mut self, cfg: &'static TileConfig) {
+        // SAFETY: an empty template.
+        unsafe {
+            asm!("/* ldtilecfg [{p}] */", p = in(reg) cfg as *const TileConfig, options(readonly, nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn zero<const T: u8>(&mut self) {
+        // SAFETY: an empty template.
+        unsafe { asm!("/* tilezero tmm{t} */", t = const T, options(nomem, nostack, preserves_flags)) }
+    }
+    #[inline(always)]
+    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
+        // SAFETY: an empty template.
+        unsafe {
+            asm!("/* tileloadd tmm{t}, [{p} + {s} * 1] */", t = const T, p = in(reg) p, s = in(reg) stride,
+                options(readonly, nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
+        // SAFETY: an empty template.
+        unsafe {
+            asm!("/* tdpbssd tmm{c}, tmm{a}, tmm{b} */", c = const C, a = const A, b = const B,
+                options(nomem, nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
+        // SAFETY: an empty template.
+        unsafe {
+            asm!("/* tilestored [{p} + {s} * 1], tmm{t} */", t = const T, p = in(reg) p, s = in(reg) stride,
+                options(nostack, preserves_flags))
+        }
+    }
+    #[inline(always)]
+    unsafe fn release(&mut self) {
+        // SAFETY: an empty template.
+        unsafe { asm!("/* tilerelease */", options(nomem, nostack, preserves_flags)) }
+    }
+}
+
+/// The vector work in AVX-512: a block's expansion as one zmm per `B` row (4 per X16 word), the
+/// float step as one zmm of 16 rows per (block, column).
+pub(crate) struct Avx512Ops;
+
+impl VectorOps for Avx512Ops {
+    #[inline(always)]
+    unsafe fn expand(blk: &BlockX16, b: &mut BTiles) {
+        // SAFETY: 64 readable bytes per word, 64 writable per row; AVX-512 F/BW enabled by the
+        // caller. The 16-bit shifts bring the next byte's low bits into bits 6..7 (and 4..7,
+        // 2..7), which the mask removes: each byte keeps its own code, 0..3, then minus 1.
+        unsafe {
+            let (m3, one) = (_mm512_set1_epi8(3), _mm512_set1_epi8(1));
+            for (word, rows) in blk.qs.iter().zip(b.chunks_exact_mut(4)) {
+                let x = _mm512_loadu_si512(word.as_ptr().cast());
+                let slots = [x, _mm512_srli_epi16(x, 2), _mm512_srli_epi16(x, 4), _mm512_srli_epi16(x, 6)];
+                for (row, v) in rows.iter_mut().zip(slots) {
+                    _mm512_storeu_si512(row.as_mut_ptr().cast(), _mm512_sub_epi8(_mm512_and_si512(v, m3), one));
+                }
+            }
+        }
+    }
     #[inline(always)]
     unsafe fn scales(d: &[f16; 16]) -> [f32; 16] {
         let mut out = [0.0f32; 16];
@@ -98,22 +171,36 @@ impl FloatStep for Avx512Step {
 /// # Safety
 /// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_x16_model_avx512(model: &mut TileModel, job: &Job<'_, BlockX16, ActTile16>) {
+pub(crate) unsafe fn gemm_x16_model_avx512(
+    model: &mut TileModel,
+    job: &Job<'_, BlockX16, ActTile16>,
+    blocking: Blocking,
+) {
     // SAFETY: forwarded.
-    unsafe { gemm_x16_tiles::<_, Avx512Step>(model, job) }
+    unsafe { gemm_x16_tiles::<_, Avx512Ops>(model, job, blocking) }
 }
 
-/// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), the
-/// reference float step in AVX-512.
+/// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), up to
+/// four such tiles at a time as `blocking` says, the reference float step in AVX-512.
 ///
 /// # Safety
 /// `KernelLevel::Amx` available (AMX-TILE, AMX-INT8 permitted; AVX-512 F/BW/VL/VNNI, AVX2, FMA,
 /// F16C); `job` validated by `gemm_raw` with a T16 pack.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>) {
+pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>, blocking: Blocking) {
     NATIVE_CALLS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     // SAFETY: forwarded; the configuration is the static one.
-    unsafe { gemm_x16_tiles::<_, Avx512Step>(&mut Native, job) }
+    unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut Native, job, blocking) }
+}
+
+/// [`gemm_x16_16x16_q8_k_amx`] on [`NoTiles`]: everything but the tile instructions, natively.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(crate) unsafe fn gemm_x16_no_tiles_avx512(job: &Job<'_, BlockX16, ActTile16>, blocking: Blocking) {
+    // SAFETY: forwarded; NoTiles executes no tile instruction.
+    unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut NoTiles, job, blocking) }
 }
 
 /// Calls of the native tile kernel in this process (one relaxed add per call, i.e. per job, not
