@@ -13,7 +13,7 @@
 //! | [`KernelLevel::Avx2`] | X16 | `vpmaddubsw`, 16 rows | `vpmaddubsw`, 16 rows x 4 columns |
 //! | [`KernelLevel::AvxVnni`] | X16 | `vpdpbusd` ymm, 16 rows | `vpdpbusd` ymm, 16 rows x 2 columns |
 //! | [`KernelLevel::Avx512Vnni`] | X16 | `vpdpbusd` zmm, 16 rows | `vpdpbusd` zmm, 16 rows x 8 columns |
-//! | [`KernelLevel::Amx`] (forced only) | X16 | as avx512vnni | `tdpbssd`, 16 rows x 16 columns (as avx512vnni below [`dispatch::AMX_MIN_COLS`]) |
+//! | [`KernelLevel::Amx`] (forced only) | X16 | as avx512vnni | `tdpbssd`, 16 rows x 16 columns, 2 x 2 tiles at a time (as avx512vnni below [`dispatch::AMX_MIN_COLS`]) |
 //!
 //! [`KernelLevel::best`] is `None` on a CPU without dotprod (ARM) or without AVX2+FMA+F16C (x86):
 //! callers then decline and stock code runs. Nothing in here knows about ggml; the C ABI in
