@@ -195,6 +195,11 @@ impl Tiles for TileModel {
         assert_eq!(a_colsb / 4, b_rows, "A's K/4 != B's rows (#UD)");
         assert_eq!(c_colsb, b_colsb, "C and B column bytes differ (#UD)");
         assert_eq!(c_rows, a_rows, "C and A rows differ (#UD)");
+        MODEL_DPBSSD.with(|n| {
+            let mut v = n.get();
+            v[usize::from(C)] += 1;
+            n.set(v);
+        });
         for m in 0..c_rows {
             let mut tmp = [0i32; 16];
             for (n, v) in tmp.iter_mut().enumerate().take(c_colsb / 4) {
@@ -230,6 +235,18 @@ impl Tiles for TileModel {
         self.cfg = None;
         self.t = [[[0; 64]; 16]; 8];
     }
+}
+
+std::thread_local! {
+    /// `tdpbssd` run by this thread's [`TileModel`]s, by `C` tile ([`model_dpbssd_counts`]).
+    static MODEL_DPBSSD: core::cell::Cell<[u64; 8]> = const { core::cell::Cell::new([0; 8]) };
+}
+
+/// How many `tdpbssd` the [`TileModel`]s of the calling thread have run, by `C` tile
+/// (`tmm0..tmm7`), since the thread started. For tests: the [`Blocking`]s give the same bits, so
+/// only this tells which arrangement of the chains ran (in [`gemm_model`]'s model).
+pub fn model_dpbssd_counts() -> [u64; 8] {
+    MODEL_DPBSSD.with(|n| n.get())
 }
 
 /// The kernel's vector work around the tiles, 16 lanes = 16 weight rows: expanding a block into
