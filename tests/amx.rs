@@ -396,7 +396,8 @@ fn native_equals_model_where_available() {
     }
     let mut checked = 0;
     let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
-    let calls_before = ggml_t2p::kernels::amx::native_tile_calls();
+    let calls = || BLOCKINGS.map(ggml_t2p::kernels::amx::native_tile_calls);
+    let calls_before = calls();
     for n_cols in widths {
         let c = case(0xF0F0 + n_cols as u64, 68, 384, n_cols, false);
         let a = Activations::new(&c.act, n_cols, c.k).unwrap();
@@ -416,12 +417,23 @@ fn native_equals_model_where_available() {
             }
         }
     }
-    // the tile kernel itself ran (the model gives the same bits): one call per gemm of 16+
-    // columns, at least one more for its split run, and 6 through gemm_native
+    // the tile kernel itself ran (the model gives the same bits), with each blocking (they give
+    // the same bits too): per gemm of 16+ columns one call with the level's blocking, at least
+    // one more for its split run, and 3 through gemm_native with each blocking (no other test
+    // runs the native kernel, so these are exact for the blocking the level does not run)
     let wide = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
-    let calls = ggml_t2p::kernels::amx::native_tile_calls() - calls_before;
-    assert!(calls >= 8 * wide, "the native tile kernel ran {calls} times, want at least {}", 8 * wide);
-    println!("amx native: {checked} outputs bit-identical ({calls} native tile-kernel calls, blockings {BLOCKINGS:?})");
+    let after = calls();
+    let calls: [u64; 2] = core::array::from_fn(|i| after[i] - calls_before[i]);
+    for (b, n) in BLOCKINGS.into_iter().zip(calls) {
+        if b == ggml_t2p::kernels::amx::BLOCKING {
+            assert!(n >= 5 * wide, "the native tile kernel ran {n} times with {b:?}, want at least {}", 5 * wide);
+        } else {
+            assert_eq!(n, 3 * wide, "the native tile kernel ran {n} times with {b:?}, want {}", 3 * wide);
+        }
+    }
+    println!(
+        "amx native: {checked} outputs bit-identical (native tile-kernel calls {calls:?} with blockings {BLOCKINGS:?})"
+    );
 }
 
 /// The timing floor (`gemm_without_tiles`: the native kernel minus its tile instructions) runs

@@ -713,16 +713,20 @@ pub fn gemm_without_tiles(
     Ok(())
 }
 
-/// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process:
-/// one per job of a gemm on the `amx` level with at least
-/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns; 0 where the level never ran (and on
-/// other architectures). For tests: the scalar model gives the same bits, so only this tells
-/// that the tile instructions themselves ran.
-pub fn native_tile_calls() -> u64 {
+/// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process
+/// with `blocking`: one per job of a gemm on the `amx` level (with [`BLOCKING`]) with at least
+/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns, and one per [`gemm_native`] call; 0
+/// where the level never ran (and on other architectures). For tests: the scalar model gives the
+/// same bits, and so do the blockings, so only this tells that the tile instructions themselves
+/// ran, and with which blocking.
+pub fn native_tile_calls(blocking: Blocking) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    return super::x86_amx::NATIVE_CALLS.load(core::sync::atomic::Ordering::Relaxed);
+    return super::x86_amx::NATIVE_CALLS[blocking as usize].load(core::sync::atomic::Ordering::Relaxed);
     #[cfg(not(target_arch = "x86_64"))]
-    0
+    {
+        let _ = blocking;
+        0
+    }
 }
 
 #[cfg(test)]
