@@ -9,7 +9,7 @@ mod common;
 use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
 use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
-use ggml_t2p::kernels::amx::{gemm_model, gemm_native, gemm_without_tiles, Blocking};
+use ggml_t2p::kernels::amx::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts, Blocking, PASS_TILES};
 use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
@@ -44,6 +44,48 @@ fn steps() -> Vec<bool> {
     } else {
         vec![false]
     }
+}
+
+/// The `tdpbssd` per `C` tile that `blocking` runs for the row tiles of `rows` (16 each, the last
+/// maybe partial) and `n_cols` columns of k = `k`: two per (row tile, column group of 16, block).
+/// `OneByOne`: all on `tmm0`. `TwoByTwo`: row tiles in pairs, the last one alone if their count
+/// is odd; a pair's column groups in passes of `PASS_TILES / 2`, a lone tile's in passes of
+/// `PASS_TILES`; within a pass, groups in pairs and the last alone if odd; 2x2 on `tmm0..tmm3`,
+/// 2x1 on `tmm0`/`tmm1`, 1x2 on `tmm0`/`tmm2`, 1x1 on `tmm0`. The blockings give the same bits,
+/// so this is what tells them apart.
+fn expected_dpbssd(rows: &core::ops::Range<usize>, k: usize, n_cols: usize, blocking: Blocking) -> [u64; 8] {
+    let mut c = [0u64; 8];
+    if rows.is_empty() || n_cols == 0 {
+        return c;
+    }
+    let (tiles, groups, per) = (rows.end.div_ceil(16) - rows.start / 16, n_cols.div_ceil(16), 2 * (k / QK) as u64);
+    match blocking {
+        Blocking::OneByOne => c[0] = per * (tiles * groups) as u64,
+        Blocking::TwoByTwo => {
+            let lone = (tiles % 2 == 1).then_some(1);
+            for nr in std::iter::repeat_n(2, tiles / 2).chain(lone) {
+                let mut g0 = 0;
+                while g0 < groups {
+                    let ng = (PASS_TILES / nr).min(groups - g0);
+                    let (pair, single): (&[usize], &[usize]) =
+                        if nr == 2 { (&[0, 1, 2, 3], &[0, 1]) } else { (&[0, 2], &[0]) };
+                    for (ts, n) in [(pair, ng / 2), (single, ng % 2)] {
+                        for &t in ts {
+                            c[t] += per * n as u64;
+                        }
+                    }
+                    g0 += ng;
+                }
+            }
+        }
+    }
+    c
+}
+
+/// `model_dpbssd_counts()` of this thread now minus `before`.
+fn dpbssd_since(before: [u64; 8]) -> [u64; 8] {
+    let now = model_dpbssd_counts();
+    core::array::from_fn(|t| now[t] - before[t])
 }
 
 fn case(seed: u64, n_rows: usize, k: usize, n_cols: usize, ptq1: bool) -> Case {
@@ -81,16 +123,27 @@ impl Case {
 
     /// Runs the model kernel on `rows` with a column stride of `n_rows + pad` with each float
     /// step this CPU has ([`steps`]), then checks every output of `rows` against the reference
-    /// and that nothing else was written. Returns the outputs checked.
+    /// and that nothing else was written, nor the 16 columns past the last one (a padding column
+    /// of the last group stored would land there, inside the buffer). Returns the outputs checked.
     fn check(&self, rows: core::ops::Range<usize>, pad: usize, what: &str) -> usize {
         let stride = self.n_rows + pad;
         let sentinel = f32::from_bits(0x7FC0_1234);
         let mut checked = 0;
         for simd in steps() {
             for b in BLOCKINGS {
-                let mut y = vec![sentinel; stride * self.n_cols];
+                let mut y = vec![sentinel; stride * (self.n_cols + 16)];
+                let before = model_dpbssd_counts();
                 gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd, b).unwrap();
+                assert_eq!(
+                    dpbssd_since(before),
+                    expected_dpbssd(&rows, self.k, self.n_cols, b),
+                    "{what} (simd step {simd}, {b:?}): tdpbssd per C tile, rows {rows:?} of {}, {} columns",
+                    self.n_rows,
+                    self.n_cols
+                );
                 checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd}, {b:?})"));
+                let past = y[stride * self.n_cols..].iter().position(|v| v.to_bits() != sentinel.to_bits());
+                assert_eq!(past, None, "{what} (simd step {simd}, {b:?}): written past the last column");
             }
         }
         checked
@@ -138,21 +191,29 @@ fn model_kernel_every_width_bit_exact() {
     println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
 }
 
-/// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources.
+/// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources; 300
+/// columns (passes of `PASS_TILES` accumulators) on a pair of row tiles and on a pair and a lone
+/// one.
 #[test]
 fn model_kernel_shapes_and_sources() {
     let mut checked = 0;
-    for (i, &(n_rows, k, n_cols)) in
-        [(16, 128, 16), (20, 256, 17), (64, 640, 33), (4, 128, 5), (36, 1152, 48), (96, 384, 31), (20, 256, 300)]
-            .iter()
-            .enumerate()
-    {
+    let shapes = [
+        (16, 128, 16),
+        (20, 256, 17),
+        (64, 640, 33),
+        (4, 128, 5),
+        (36, 1152, 48),
+        (96, 384, 31),
+        (20, 256, 300),
+        (36, 256, 300),
+    ];
+    for (i, &(n_rows, k, n_cols)) in shapes.iter().enumerate() {
         for ptq1 in [false, true] {
             let c = case(0xB0B0 + i as u64 * 2 + u64::from(ptq1), n_rows, k, n_cols, ptq1);
             checked += c.check(0..n_rows, 0, if ptq1 { "PTQ1_0" } else { "PQ2_0" });
         }
     }
-    println!("amx model: {checked} outputs over 14 shapes, bit-identical");
+    println!("amx model: {checked} outputs over {} shapes, bit-identical", 2 * shapes.len());
 }
 
 /// Row ranges on the 16-row tile: each computes exactly its rows; ranges off the tile grid are
@@ -191,7 +252,10 @@ fn model_kernel_thread_splits() {
                     s.spawn(move || {
                         let rows = 16 * (tiles * i / n_splits)..(16 * (tiles * (i + 1) / n_splits)).min(c.n_rows);
                         let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * c.n_cols];
+                        let before = model_dpbssd_counts();
                         gemm_model(&c.weights(), &c.pack().view(), &mut y, c.n_rows, rows.clone(), simd, b).unwrap();
+                        let want = expected_dpbssd(&rows, c.k, c.n_cols, b);
+                        assert_eq!(dpbssd_since(before), want, "split {n_splits}, {b:?}, rows {rows:?}");
                         (rows, y)
                     })
                 })
@@ -335,7 +399,8 @@ fn native_equals_model_where_available() {
     }
     let mut checked = 0;
     let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
-    let calls_before = ggml_t2p::kernels::amx::native_tile_calls();
+    let calls = || BLOCKINGS.map(ggml_t2p::kernels::amx::native_tile_calls);
+    let calls_before = calls();
     for n_cols in widths {
         let c = case(0xF0F0 + n_cols as u64, 68, 384, n_cols, false);
         let a = Activations::new(&c.act, n_cols, c.k).unwrap();
@@ -355,12 +420,23 @@ fn native_equals_model_where_available() {
             }
         }
     }
-    // the tile kernel itself ran (the model gives the same bits): one call per gemm of 16+
-    // columns, at least one more for its split run, and 6 through gemm_native
+    // the tile kernel itself ran (the model gives the same bits), with each blocking (they give
+    // the same bits too): per gemm of 16+ columns one call with the level's blocking, at least
+    // one more for its split run, and 3 through gemm_native with each blocking (no other test
+    // runs the native kernel, so these are exact for the blocking the level does not run)
     let wide = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
-    let calls = ggml_t2p::kernels::amx::native_tile_calls() - calls_before;
-    assert!(calls >= 8 * wide, "the native tile kernel ran {calls} times, want at least {}", 8 * wide);
-    println!("amx native: {checked} outputs bit-identical ({calls} native tile-kernel calls, blockings {BLOCKINGS:?})");
+    let after = calls();
+    let calls: [u64; 2] = core::array::from_fn(|i| after[i] - calls_before[i]);
+    for (b, n) in BLOCKINGS.into_iter().zip(calls) {
+        if b == ggml_t2p::kernels::amx::BLOCKING {
+            assert!(n >= 5 * wide, "the native tile kernel ran {n} times with {b:?}, want at least {}", 5 * wide);
+        } else {
+            assert_eq!(n, 3 * wide, "the native tile kernel ran {n} times with {b:?}, want {}", 3 * wide);
+        }
+    }
+    println!(
+        "amx native: {checked} outputs bit-identical (native tile-kernel calls {calls:?} with blockings {BLOCKINGS:?})"
+    );
 }
 
 /// The timing floor (`gemm_without_tiles`: the native kernel minus its tile instructions) runs

@@ -195,6 +195,11 @@ impl Tiles for TileModel {
         assert_eq!(a_colsb / 4, b_rows, "A's K/4 != B's rows (#UD)");
         assert_eq!(c_colsb, b_colsb, "C and B column bytes differ (#UD)");
         assert_eq!(c_rows, a_rows, "C and A rows differ (#UD)");
+        MODEL_DPBSSD.with(|n| {
+            let mut v = n.get();
+            v[usize::from(C)] += 1;
+            n.set(v);
+        });
         for m in 0..c_rows {
             let mut tmp = [0i32; 16];
             for (n, v) in tmp.iter_mut().enumerate().take(c_colsb / 4) {
@@ -230,6 +235,18 @@ impl Tiles for TileModel {
         self.cfg = None;
         self.t = [[[0; 64]; 16]; 8];
     }
+}
+
+std::thread_local! {
+    /// `tdpbssd` run by this thread's [`TileModel`]s, by `C` tile ([`model_dpbssd_counts`]).
+    static MODEL_DPBSSD: core::cell::Cell<[u64; 8]> = const { core::cell::Cell::new([0; 8]) };
+}
+
+/// How many `tdpbssd` the [`TileModel`]s of the calling thread have run, by `C` tile
+/// (`tmm0..tmm7`), since the thread started. For tests: the [`Blocking`]s give the same bits, so
+/// only this tells which arrangement of the chains ran (in [`gemm_model`]'s model).
+pub fn model_dpbssd_counts() -> [u64; 8] {
+    MODEL_DPBSSD.with(|n| n.get())
 }
 
 /// The kernel's vector work around the tiles, 16 lanes = 16 weight rows: expanding a block into
@@ -696,16 +713,20 @@ pub fn gemm_without_tiles(
     Ok(())
 }
 
-/// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process:
-/// one per job of a gemm on the `amx` level with at least
-/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns; 0 where the level never ran (and on
-/// other architectures). For tests: the scalar model gives the same bits, so only this tells
-/// that the tile instructions themselves ran.
-pub fn native_tile_calls() -> u64 {
+/// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process
+/// with `blocking`: one per job of a gemm on the `amx` level (with [`BLOCKING`]) with at least
+/// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns, and one per [`gemm_native`] call; 0
+/// where the level never ran (and on other architectures). For tests: the scalar model gives the
+/// same bits, and so do the blockings, so only this tells that the tile instructions themselves
+/// ran, and with which blocking.
+pub fn native_tile_calls(blocking: Blocking) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    return super::x86_amx::NATIVE_CALLS.load(core::sync::atomic::Ordering::Relaxed);
+    return super::x86_amx::NATIVE_CALLS[blocking as usize].load(core::sync::atomic::Ordering::Relaxed);
     #[cfg(not(target_arch = "x86_64"))]
-    0
+    {
+        let _ = blocking;
+        0
+    }
 }
 
 #[cfg(test)]

@@ -188,7 +188,7 @@ pub(crate) unsafe fn gemm_x16_model_avx512(
 /// F16C); `job` validated by `gemm_raw` with a T16 pack.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>, blocking: Blocking) {
-    NATIVE_CALLS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    NATIVE_CALLS[blocking as usize].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     // SAFETY: forwarded; the configuration is the static one.
     unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut Native, job, blocking) }
 }
@@ -203,7 +203,9 @@ pub(crate) unsafe fn gemm_x16_no_tiles_avx512(job: &Job<'_, BlockX16, ActTile16>
     unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut NoTiles, job, blocking) }
 }
 
-/// Calls of the native tile kernel in this process (one relaxed add per call, i.e. per job, not
-/// per block), so that a test can show the tile instructions ran: the scalar model gives the same
-/// bits, so equal outputs alone cannot tell them apart. Read by `amx::native_tile_calls`.
-pub(crate) static NATIVE_CALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+/// Calls of the native tile kernel in this process by blocking (`Blocking as usize`; one relaxed
+/// add per call, i.e. per job, not per block), so that a test can show the tile instructions ran,
+/// with each blocking: the scalar model gives the same bits, and so do the blockings, so equal
+/// outputs alone cannot tell them apart. Read by `amx::native_tile_calls`.
+pub(crate) static NATIVE_CALLS: [core::sync::atomic::AtomicU64; 2] =
+    [core::sync::atomic::AtomicU64::new(0), core::sync::atomic::AtomicU64::new(0)];
