@@ -6,8 +6,9 @@ given, an ik_llama.cpp checkout, converts one model to each format with each eng
 llama-quantize (through F16) and runs llama-bench in interleaved rounds over these configurations:
 
   ours            PQ2_0, ggml-t2p as it chooses (GGML_T2P_KERNEL unset)
-  ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (avx512vnni, avxvnni, avx2;
-                  on ARM i8mm, dotprod)
+  ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (amx, avx512vnni, avxvnni,
+                  avx2; on ARM i8mm, dotprod; where the OS refuses AMX's tile-data permission, the
+                  library runs avx512vnni for ours-amx and says so in the run's log)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
   stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)
   stock-q4_0      Q4_0 of the fork's llama-quantize (GGML_T2P=0)
@@ -298,11 +299,20 @@ def cpu_levels():
                     break
     except OSError:
         pass
-    mach = platform.machine().lower()
+    return levels_from_flags(platform.machine().lower(), flags)
+
+
+def levels_from_flags(mach, flags):
+    """The ggml-t2p levels of a CPU with these /proc/cpuinfo flags, best first; amx (which auto never
+    picks, and which the library also refuses where the OS denies the tile-data permission: then it
+    runs avx512vnni and says so in its log) first where the CPU has it."""
     if mach in ("x86_64", "amd64"):
         out = []
         base = {"avx2", "fma", "f16c"} <= flags
-        if base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
+        avx512 = base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+        if avx512 and {"amx_tile", "amx_int8"} <= flags:
+            out.append("amx")
+        if avx512:
             out.append("avx512vnni")
         if base and "avx_vnni" in flags:
             out.append("avxvnni")
