@@ -664,20 +664,7 @@ pub fn gemm_native(
     rows: Range<usize>,
     blocking: Blocking,
 ) -> Result<(), Error> {
-    if !super::KernelLevel::Amx.is_available() {
-        return Err(Error::Unsupported);
-    }
-    let Some(job) = tile_job(w, a, dst, col_stride, &rows)? else {
-        return Ok(());
-    };
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: validated above; the Amx level is available (checked); dst is uniquely borrowed.
-    unsafe {
-        super::x86_amx::gemm_x16_16x16_q8_k_amx(&job, blocking)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (job, blocking);
-    Ok(())
+    gemm_x86(true, w, a, dst, col_stride, rows, blocking)
 }
 
 /// The native kernel with its tile instructions left out (`x86_amx::NoTiles`: the loads,
@@ -697,16 +684,36 @@ pub fn gemm_without_tiles(
     rows: Range<usize>,
     blocking: Blocking,
 ) -> Result<(), Error> {
-    if !super::KernelLevel::Avx512Vnni.is_available() {
+    gemm_x86(false, w, a, dst, col_stride, rows, blocking)
+}
+
+/// [`gemm_native`] (`tiles`) or [`gemm_without_tiles`]: checks the level each needs (`amx`, or
+/// `avx512vnni` for the kernel that runs no tile instruction), then runs the job.
+fn gemm_x86(
+    tiles: bool,
+    w: &PackedWeights<'_>,
+    a: &super::act_pack::PackedActs<'_>,
+    dst: &mut [f32],
+    col_stride: usize,
+    rows: Range<usize>,
+    blocking: Blocking,
+) -> Result<(), Error> {
+    let need = if tiles { super::KernelLevel::Amx } else { super::KernelLevel::Avx512Vnni };
+    if !need.is_available() {
         return Err(Error::Unsupported);
     }
     let Some(job) = tile_job(w, a, dst, col_stride, &rows)? else {
         return Ok(());
     };
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: validated above; AVX-512 VNNI available (checked); no tile instruction runs.
+    // SAFETY: validated above; the level each kernel needs is available (checked); dst is
+    // uniquely borrowed.
     unsafe {
-        super::x86_amx::gemm_x16_no_tiles_avx512(&job, blocking)
+        if tiles {
+            super::x86_amx::gemm_x16_16x16_q8_k_amx(&job, blocking)
+        } else {
+            super::x86_amx::gemm_x16_no_tiles_avx512(&job, blocking)
+        }
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (job, blocking);

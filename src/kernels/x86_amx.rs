@@ -22,108 +22,77 @@ use core::arch::asm;
 use core::arch::x86_64::*;
 use half::f16;
 
+/// Implements [`Tiles`] for `$ty` with each instruction's `asm!` block, its template wrapped in
+/// `$open` .. `$close` (nothing for the real instructions, an assembler comment for [`NoTiles`]):
+/// the same operands and options either way. Never `pure`: tile state is invisible to the
+/// compiler, so every tile asm must keep its program order, which the compiler keeps for asm
+/// blocks with side effects. The memory options state what memory each instruction touches
+/// (`tilezero`, `tdpbssd`, `tilerelease` none; `ldtilecfg`, `tileloadd` read; `tilestored` writes),
+/// so the compiler keeps the expansion's stores before the tile loads and the float step's reads
+/// after the tile stores.
+macro_rules! tile_asm {
+    ($ty:ty, $open:literal, $close:literal) => {
+        impl Tiles for $ty {
+            #[inline(always)]
+            unsafe fn config(&mut self, cfg: &'static TileConfig) {
+                // SAFETY: AMX usable (trait contract); `cfg` is 64 readable bytes.
+                unsafe {
+                    asm!(concat!($open, "ldtilecfg [{p}]", $close), p = in(reg) cfg as *const TileConfig,
+                        options(readonly, nostack, preserves_flags))
+                }
+            }
+            #[inline(always)]
+            unsafe fn zero<const T: u8>(&mut self) {
+                // SAFETY: configured tile (trait contract).
+                unsafe { asm!(concat!($open, "tilezero tmm{t}", $close), t = const T, options(nomem, nostack, preserves_flags)) }
+            }
+            #[inline(always)]
+            unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
+                // SAFETY: rows x colsb readable bytes at `stride` (trait contract).
+                unsafe {
+                    asm!(concat!($open, "tileloadd tmm{t}, [{p} + {s} * 1]", $close), t = const T, p = in(reg) p,
+                        s = in(reg) stride, options(readonly, nostack, preserves_flags))
+                }
+            }
+            #[inline(always)]
+            unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
+                // SAFETY: configured tiles with agreeing shapes (trait contract).
+                unsafe {
+                    asm!(concat!($open, "tdpbssd tmm{c}, tmm{a}, tmm{b}", $close), c = const C, a = const A,
+                        b = const B, options(nomem, nostack, preserves_flags))
+                }
+            }
+            #[inline(always)]
+            unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
+                // SAFETY: rows x colsb writable bytes at `stride` (trait contract).
+                unsafe {
+                    asm!(concat!($open, "tilestored [{p} + {s} * 1], tmm{t}", $close), t = const T, p = in(reg) p,
+                        s = in(reg) stride, options(nostack, preserves_flags))
+                }
+            }
+            #[inline(always)]
+            unsafe fn release(&mut self) {
+                // SAFETY: AMX usable (trait contract); releasing is always allowed then.
+                unsafe { asm!(concat!($open, "tilerelease", $close), options(nomem, nostack, preserves_flags)) }
+            }
+        }
+    };
+}
+
 /// The tile unit of the running CPU.
 pub(crate) struct Native;
 
-impl Tiles for Native {
-    #[inline(always)]
-    unsafe fn config(&mut self, cfg: &'static TileConfig) {
-        // SAFETY: AMX usable (trait contract); `cfg` is 64 readable bytes. `readonly`, not
-        // `nomem`: the asm reads memory, so the compiler keeps the configuration written.
-        unsafe {
-            asm!("ldtilecfg [{p}]", p = in(reg) cfg as *const TileConfig, options(readonly, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn zero<const T: u8>(&mut self) {
-        // SAFETY: configured tile (trait contract). Never `pure`: tile state is invisible to the
-        // compiler, so every tile asm must keep its program order, which the compiler keeps for
-        // asm blocks with side effects (not `pure`). The memory options say only what memory
-        // each touches (here none), so that values in registers stay there across it.
-        unsafe { asm!("tilezero tmm{t}", t = const T, options(nomem, nostack, preserves_flags)) }
-    }
-    #[inline(always)]
-    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
-        // SAFETY: rows x colsb readable bytes at `stride` (trait contract).
-        unsafe {
-            asm!("tileloadd tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) p, s = in(reg) stride,
-                options(readonly, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
-        // SAFETY: configured tiles with agreeing shapes (trait contract).
-        unsafe {
-            asm!("tdpbssd tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
-                options(nomem, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
-        // SAFETY: rows x colsb writable bytes at `stride` (trait contract).
-        unsafe {
-            asm!("tilestored [{p} + {s} * 1], tmm{t}", t = const T, p = in(reg) p, s = in(reg) stride,
-                options(nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn release(&mut self) {
-        // SAFETY: AMX usable (trait contract); releasing is always allowed then.
-        unsafe { asm!("tilerelease", options(nomem, nostack, preserves_flags)) }
-    }
-}
+tile_asm!(Native, "", "");
 
-/// [`Native`] with every tile instruction left out: each method is the same `asm!` block with an
-/// empty template (the same operands and options), so the compiler treats memory exactly as for
-/// the native kernel (a "store" may write the `C` buffer, a "load" reads its rows) and the
-/// kernel compiles to the native machine code minus the tile instructions. For timing the
+/// [`Native`] with every tile instruction left out: each method is the same `asm!` block with the
+/// instruction commented out (the same operands and options), so the compiler treats memory
+/// exactly as for the native kernel (a "store" may write the `C` buffer, a "load" reads its rows)
+/// and the kernel compiles to the native machine code minus the tile instructions. For timing the
 /// kernel's AVX-512 part (expansion, float step, loop) on any AVX-512 CPU; its outputs are
-/// meaningless.
+/// meaningless. (Its methods' safety conditions are those of the trait, though nothing runs.)
 pub(crate) struct NoTiles;
 
-impl Tiles for NoTiles {
-    #[inline(always)]
-    unsafe fn config(&mut self, cfg: &'static TileConfig) {
-        // SAFETY: an empty template.
-        unsafe {
-            asm!("/* ldtilecfg [{p}] */", p = in(reg) cfg as *const TileConfig, options(readonly, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn zero<const T: u8>(&mut self) {
-        // SAFETY: an empty template.
-        unsafe { asm!("/* tilezero tmm{t} */", t = const T, options(nomem, nostack, preserves_flags)) }
-    }
-    #[inline(always)]
-    unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
-        // SAFETY: an empty template.
-        unsafe {
-            asm!("/* tileloadd tmm{t}, [{p} + {s} * 1] */", t = const T, p = in(reg) p, s = in(reg) stride,
-                options(readonly, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn dpbssd<const C: u8, const A: u8, const B: u8>(&mut self) {
-        // SAFETY: an empty template.
-        unsafe {
-            asm!("/* tdpbssd tmm{c}, tmm{a}, tmm{b} */", c = const C, a = const A, b = const B,
-                options(nomem, nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn store<const T: u8>(&mut self, p: *mut u8, stride: usize) {
-        // SAFETY: an empty template.
-        unsafe {
-            asm!("/* tilestored [{p} + {s} * 1], tmm{t} */", t = const T, p = in(reg) p, s = in(reg) stride,
-                options(nostack, preserves_flags))
-        }
-    }
-    #[inline(always)]
-    unsafe fn release(&mut self) {
-        // SAFETY: an empty template.
-        unsafe { asm!("/* tilerelease */", options(nomem, nostack, preserves_flags)) }
-    }
-}
+tile_asm!(NoTiles, "/* ", " */");
 
 /// The vector work in AVX-512: a block's expansion as one zmm per `B` row (4 per X16 word), the
 /// float step as one zmm of 16 rows per (block, column).
