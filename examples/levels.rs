@@ -128,9 +128,9 @@ fn main() {
     // each level's issue limit (kernels::peak), timed the same way in this process: once here for
     // the log line, then once more per repetition beside the kernels (best of all), so that a
     // change of clock during the run moves both sides of the share alike
-    let probes_all: Vec<Option<ggml_t2p::kernels::peak::Probe>> = arms
+    let probes: Vec<Option<ggml_t2p::kernels::peak::Probe>> = levels
         .iter()
-        .map(|a| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == a.level() && p.is_available()))
+        .map(|&l| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l && p.is_available()))
         .collect();
     let time_probe = |p: ggml_t2p::kernels::peak::Probe| -> f64 {
         let iters = 400_000_000 / p.macs_per_round();
@@ -138,12 +138,17 @@ fn main() {
         let macs = p.run(iters).unwrap_or(0) as f64;
         macs / (cpu_ns() - t).max(1) as f64
     };
-    let mut peak_all: Vec<Option<f64>> = probes_all.iter().map(|p| p.map(time_probe)).collect();
-    for (a, (p, g)) in arms.iter().zip(probes_all.iter().zip(&peak_all)) {
-        if let (Some(p), Some(g), Arm::Level(l)) = (p, g, a) {
+    let mut peak: Vec<Option<f64>> = probes.iter().map(|p| p.map(time_probe)).collect();
+    for (l, (p, g)) in levels.iter().zip(probes.iter().zip(&peak)) {
+        if let (Some(p), Some(g)) = (p, g) {
             println!("levels: {} issue limit ({}): {:.0} GMAC/s (first timing)", l.name(), p.name(), g);
         }
     }
+    // the issue limit an arm's share is of: its level's (none for the kernel without tiles)
+    let limit_of = |arm: Arm| match arm {
+        Arm::NoTiles => None,
+        _ => levels.iter().position(|&l| l == arm.level()),
+    };
     let shapes: &[(usize, usize)] = if dram {
         &[(131072, 32768)]
     } else if quick {
@@ -160,7 +165,6 @@ fn main() {
         "{:<12} {:>4} {:>11} {:>11} {:>11} {:>12} {:>6} {:>6}",
         "shape", "cols", "level", "best us", "median us", "rate", "rel", "issue"
     );
-    let all_arms = arms;
     let mut rng = Rng(1);
     for &(n_rows, k) in shapes {
         let src: Vec<BlockPq2_0> = (0..n_rows * k / QK)
@@ -184,12 +188,8 @@ fn main() {
             let a = Activations::new(&act, n_cols, k).unwrap();
             // the arms of this width (amx's other blocking and the kernel without tiles only where
             // the batch reaches the tiles)
-            let sel: Vec<usize> = (0..all_arms.len())
-                .filter(|&i| matches!(all_arms[i], Arm::Level(_)) || n_cols >= AMX_MIN_COLS)
-                .collect();
-            let arms: Vec<Arm> = sel.iter().map(|&i| all_arms[i]).collect();
-            let mut peak: Vec<Option<f64>> = sel.iter().map(|&i| peak_all[i]).collect();
-            let probes: Vec<_> = sel.iter().map(|&i| probes_all[i]).collect();
+            let arms: Vec<Arm> =
+                arms.iter().copied().filter(|a| matches!(a, Arm::Level(_)) || n_cols >= AMX_MIN_COLS).collect();
             let packs: Vec<_> = arms.iter().map(|arm| a.pack(Layout::X16, arm.level()).unwrap()).collect();
             let mut dst: Vec<Vec<f32>> = arms.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
             // outputs first: the same bits at every level, or no table
@@ -216,9 +216,6 @@ fn main() {
                     if let (Some(v), Some(p)) = (pk.as_mut(), p) {
                         *v = v.max(time_probe(*p));
                     }
-                }
-                for (&i, &v) in sel.iter().zip(&peak) {
-                    peak_all[i] = v;
                 }
                 if dram {
                     let t = cpu_ns();
@@ -264,8 +261,7 @@ fn main() {
                 let gmacs = (n_rows * k * n_cols) as f64 / ns;
                 let rate =
                     if n_cols == 1 { format!("{:.1} GB/s", weight_bytes / ns) } else { format!("{:.0} GMAC/s", gmacs) };
-                let issue = match peak[i] {
-                    _ if *arm == Arm::NoTiles => String::new(),
+                let issue = match limit_of(*arm).and_then(|j| peak[j]) {
                     Some(p) if n_cols > 1 => format!("{:.0}%", 100.0 * gmacs / p),
                     _ if dram => format!("{:.0}% rd", 100.0 * read_best / ns),
                     _ => String::new(),
