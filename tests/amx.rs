@@ -46,6 +46,11 @@ fn steps() -> Vec<bool> {
     }
 }
 
+/// Every (float step, blocking) the model kernel runs with here: [`steps`] x [`BLOCKINGS`].
+fn variants() -> Vec<(bool, Blocking)> {
+    steps().into_iter().flat_map(|s| BLOCKINGS.into_iter().map(move |b| (s, b))).collect()
+}
+
 /// The `tdpbssd` per `C` tile that `blocking` runs for the row tiles of `rows` (16 each, the last
 /// maybe partial) and `n_cols` columns of k = `k`: two per (row tile, column group of 16, block).
 /// `OneByOne`: all on `tmm0`. `TwoByTwo`: row tiles in pairs, the last one alone if their count
@@ -129,22 +134,20 @@ impl Case {
         let stride = self.n_rows + pad;
         let sentinel = f32::from_bits(0x7FC0_1234);
         let mut checked = 0;
-        for simd in steps() {
-            for b in BLOCKINGS {
-                let mut y = vec![sentinel; stride * (self.n_cols + 16)];
-                let before = model_dpbssd_counts();
-                gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd, b).unwrap();
-                assert_eq!(
-                    dpbssd_since(before),
-                    expected_dpbssd(&rows, self.k, self.n_cols, b),
-                    "{what} (simd step {simd}, {b:?}): tdpbssd per C tile, rows {rows:?} of {}, {} columns",
-                    self.n_rows,
-                    self.n_cols
-                );
-                checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd}, {b:?})"));
-                let past = y[stride * self.n_cols..].iter().position(|v| v.to_bits() != sentinel.to_bits());
-                assert_eq!(past, None, "{what} (simd step {simd}, {b:?}): written past the last column");
-            }
+        for (simd, b) in variants() {
+            let mut y = vec![sentinel; stride * (self.n_cols + 16)];
+            let before = model_dpbssd_counts();
+            gemm_model(&self.weights(), &self.pack().view(), &mut y, stride, rows.clone(), simd, b).unwrap();
+            assert_eq!(
+                dpbssd_since(before),
+                expected_dpbssd(&rows, self.k, self.n_cols, b),
+                "{what} (simd step {simd}, {b:?}): tdpbssd per C tile, rows {rows:?} of {}, {} columns",
+                self.n_rows,
+                self.n_cols
+            );
+            checked += self.compare(&y, stride, &rows, &format!("{what} (simd step {simd}, {b:?})"));
+            let past = y[stride * self.n_cols..].iter().position(|v| v.to_bits() != sentinel.to_bits());
+            assert_eq!(past, None, "{what} (simd step {simd}, {b:?}): written past the last column");
         }
         checked
     }
@@ -187,7 +190,7 @@ fn model_kernel_every_width_bit_exact() {
         let c = case(0xA3A0 + n_cols as u64, 68, 384, n_cols, false);
         checked += c.check(0..68, 3, &format!("PQ2_0 width {n_cols}"));
     }
-    assert_eq!(checked, steps().len() * BLOCKINGS.len() * 68 * (1..=40).sum::<usize>());
+    assert_eq!(checked, variants().len() * 68 * (1..=40).sum::<usize>());
     println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
 }
 
@@ -225,7 +228,7 @@ fn model_kernel_row_ranges() {
     for rows in [0..16, 16..84, 32..48, 64..84, 80..84, 0..84, 48..48] {
         checked += c.check(rows.clone(), 1, &format!("rows {rows:?}"));
     }
-    assert_eq!(checked, steps().len() * BLOCKINGS.len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
+    assert_eq!(checked, variants().len() * 21 * (16 + 68 + 16 + 20 + 4 + 84));
     let mut y = vec![0.0f32; 84 * 21];
     for bad in [8..16, 0..20, 16..90] {
         for b in BLOCKINGS {
@@ -241,9 +244,8 @@ fn model_kernel_row_ranges() {
 fn model_kernel_thread_splits() {
     let c = case(0xD0D0, 100, 384, 37, true);
     let tiles = c.n_rows.div_ceil(16);
-    for (n_splits, simd, b) in [1, 2, 3, 7]
-        .into_iter()
-        .flat_map(|n| steps().into_iter().flat_map(move |s| BLOCKINGS.into_iter().map(move |b| (n, s, b))))
+    for (n_splits, simd, b) in
+        [1, 2, 3, 7].into_iter().flat_map(|n| variants().into_iter().map(move |(s, b)| (n, s, b)))
     {
         let parts: Vec<(core::ops::Range<usize>, Vec<f32>)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..n_splits)
@@ -296,7 +298,7 @@ fn model_kernel_on_a_garbage_buffer_pack() {
             }
         }
         let view = PackedActs::new(ActFormat::T16, c.k, n_cols, &common::bytes_mut(&mut buf)[..len]).unwrap();
-        for (simd, b) in steps().into_iter().flat_map(|s| BLOCKINGS.into_iter().map(move |b| (s, b))) {
+        for (simd, b) in variants() {
             let mut y = vec![f32::from_bits(0x7FC0_1234); c.n_rows * n_cols];
             gemm_model(&c.weights(), &view, &mut y, c.n_rows, 0..c.n_rows, simd, b).unwrap();
             c.compare(&y, c.n_rows, &(0..c.n_rows), &format!("C-style pack, {n_cols} columns, {b:?}"));
@@ -331,7 +333,7 @@ fn model_kernel_extremes() {
         .map(|(r, j)| vec_dot_pq2_0_q8_k(&w[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap().to_bits())
         .collect();
     let c = Case { n_rows, k, n_cols, x16, act, want };
-    assert_eq!(c.check(0..n_rows, 0, "extremes"), steps().len() * BLOCKINGS.len() * n_rows * n_cols);
+    assert_eq!(c.check(0..n_rows, 0, "extremes"), variants().len() * n_rows * n_cols);
 }
 
 /// The level's plumbing: its name and C value, the pack format by batch width (tiles from
