@@ -155,8 +155,8 @@ class Peers(unittest.TestCase):
                 f.write(cache)
             self.assertEqual(peers.isa_violations(d, "avx2", fork), want, cache)
 
-    def test_levels_from_flags(self):
-        """The levels of ours-LEVEL from /proc/cpuinfo flags: amx only with AMX-TILE, AMX-INT8 and the
+    def test_kernel_levels(self):
+        """The levels of ours-LEVEL (t2p_common.kernel_levels, also x86-emu-test's) from /proc/cpuinfo flags: amx only with AMX-TILE, AMX-INT8 and the
         AVX-512 VNNI set (its narrow batches run there), best first."""
         base = {"avx2", "fma", "f16c"}
         avx512 = base | {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}
@@ -166,9 +166,9 @@ class Peers(unittest.TestCase):
                             (avx512, ["avx512vnni", "avx2"]),
                             (base | {"avx_vnni"}, ["avxvnni", "avx2"]),
                             ({"avx2", "fma"}, [])):
-            self.assertEqual(peers.levels_from_flags("x86_64", flags), want, sorted(flags))
-        self.assertEqual(peers.levels_from_flags("aarch64", {"asimddp", "i8mm"}), ["i8mm", "dotprod"])
-        self.assertEqual(peers.levels_from_flags("riscv64", avx512), [])
+            self.assertEqual(peers.tc.kernel_levels("x86_64", flags), want, sorted(flags))
+        self.assertEqual(peers.tc.kernel_levels("aarch64", {"asimddp", "i8mm"}), ["i8mm", "dotprod"])
+        self.assertEqual(peers.tc.kernel_levels("riscv64", avx512), [])
 
     def test_isa_dry_run(self):
         """--isa avx2: ours forced to avx2 in the AVX2-only build folders; a native folder, a folder

@@ -290,43 +290,7 @@ def ik_binaries(args):
 
 def cpu_levels():
     """The ggml-t2p levels this CPU runs, best first (what GGML_T2P_KERNEL accepts)."""
-    flags = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    flags.update(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    return levels_from_flags(platform.machine().lower(), flags)
-
-
-def levels_from_flags(mach, flags):
-    """The ggml-t2p levels of a CPU with these /proc/cpuinfo flags, best first; amx (which auto never
-    picks, and which the library also refuses where the OS denies the tile-data permission: then it
-    runs avx512vnni and says so in its log) first where the CPU has it."""
-    if mach in ("x86_64", "amd64"):
-        out = []
-        base = {"avx2", "fma", "f16c"} <= flags
-        avx512 = base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
-        if avx512 and {"amx_tile", "amx_int8"} <= flags:
-            out.append("amx")
-        if avx512:
-            out.append("avx512vnni")
-        if base and "avx_vnni" in flags:
-            out.append("avxvnni")
-        if base:
-            out.append("avx2")
-        return out
-    if mach in ("aarch64", "arm64"):
-        out = []
-        if "asimddp" in flags and "i8mm" in flags:
-            out.append("i8mm")
-        if "asimddp" in flags:
-            out.append("dotprod")
-        return out
-    return []
+    return tc.kernel_levels(platform.machine().lower(), tc.cpu_flags())
 
 
 # ---------------------------------------------------------------------------

@@ -360,6 +360,34 @@ def cpu_flags():
     return set()
 
 
+def kernel_levels(mach, flags):
+    """The ggml-t2p levels (GGML_T2P_KERNEL names) of a CPU of architecture MACH (platform.machine(),
+    lower case) with these /proc/cpuinfo flags, best first, as the library requires them; amx (which
+    auto never picks, and which the library also refuses where the OS denies the tile-data
+    permission: then it runs avx512vnni and says so in its log) first where the CPU has it."""
+    if mach in ("x86_64", "amd64"):
+        out = []
+        base = {"avx2", "fma", "f16c"} <= flags
+        avx512 = base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+        if avx512 and {"amx_tile", "amx_int8"} <= flags:
+            out.append("amx")
+        if avx512:
+            out.append("avx512vnni")
+        if base and "avx_vnni" in flags:
+            out.append("avxvnni")
+        if base:
+            out.append("avx2")
+        return out
+    if mach in ("aarch64", "arm64"):
+        out = []
+        if "asimddp" in flags and "i8mm" in flags:
+            out.append("i8mm")
+        if "asimddp" in flags:
+            out.append("dotprod")
+        return out
+    return []
+
+
 def amx_workaround(diag, mode, applied, cross=False, windows=IS_WINDOWS):
     """What t2p does after a failed run with diagnosis DIAG under --amx-workaround MODE ('auto',
     'always', 'never') when the build at hand was (APPLIED) or was not made with AMX_OFF_FLAGS.

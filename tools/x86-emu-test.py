@@ -43,6 +43,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "x86_64-unknown-linux-gnu"
 SETS = {
@@ -70,24 +74,7 @@ RUNS["amx"] += [
 
 def host_levels() -> list[str]:
     """The x86 kernel levels this CPU runs, from /proc/cpuinfo (as the library requires them)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
-    avx2 = {"avx2", "fma", "f16c"} <= flags
-    levels = ["avx2"] if avx2 else []
-    if avx2 and "avx_vnni" in flags:
-        levels.append("avxvnni")
-    if avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
-        levels.append("avx512vnni")
-        if {"amx_tile", "amx_int8"} <= flags:
-            levels.append("amx")
-    return levels
+    return tc.kernel_levels("x86_64", tc.cpu_flags())
 
 
 def default_sets(native: list[str]) -> list[str]:
