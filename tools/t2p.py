@@ -458,18 +458,12 @@ def cpu_expectation(args):
             return f"qemu -cpu {cpu} has no dotprod: the plugin should DECLINE and stock code run"
         return f"qemu -cpu {cpu}: unknown to this tool; the logs will tell"
     mach = platform.machine().lower()
-    flags = ""
-    if sys.platform.startswith("linux") and os.path.isfile("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    flags = " " + line.split(":", 1)[1].strip() + " "
-                    break
+    flags = tc.cpu_flags()
     if mach in ("x86_64", "amd64"):
         if not flags:
             return f"{mach}: needs AVX2+FMA+F16C for the plugin (not checked on this OS; the logs will tell)"
-        lack = [f for f in ("avx2", "fma", "f16c") if f" {f} " not in flags]
-        amx = [f for f in ("amx_tile", "amx_int8") if f" {f} " in flags]
+        lack = [f for f in ("avx2", "fma", "f16c") if f not in flags]
+        amx = [f for f in ("amx_tile", "amx_int8") if f in flags]
         amx_note = (f"; this CPU has AMX ({' '.join(amx)}): ggml's own AMX code runs stock's Q8_0/Q4 matmuls "
                     "unless the build leaves it out" if amx else "")
         if lack:
@@ -480,9 +474,9 @@ def cpu_expectation(args):
             return "Apple silicon has dotprod: the plugin should enable"
         if not flags:
             return f"{mach}: needs dotprod (not checked on this OS; the logs will tell)"
-        if " asimddp " not in flags:
+        if "asimddp" not in flags:
             return f"{mach} without dotprod: the plugin should DECLINE and stock code run"
-        return f"{mach} with dotprod{' and i8mm' if ' i8mm ' in flags else ''}: the plugin should enable"
+        return f"{mach} with dotprod{' and i8mm' if 'i8mm' in flags else ''}: the plugin should enable"
     return f"{mach}: the plugin has no kernels for this architecture and should decline"
 
 
