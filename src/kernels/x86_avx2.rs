@@ -12,7 +12,7 @@
 //! row's int32 `dot(u, y)` exactly. `isum = dot(u, y) - sum(y)`.
 //!
 //! One int16 register per (8 rows, column) accumulator: a 16-row x 4-column tile holds 8 of them,
-//! and its words run in [`block_16x4`]'s `asm!`, which keeps them and the decoding in the 16 ymm
+//! and its words run in `block_16x4`'s `asm!`, which keeps them and the decoding in the 16 ymm
 //! registers (the float sums wait in memory during a block).
 //!
 //! ## What bounds it
