@@ -423,6 +423,11 @@ def main():
         ok = ok and not why
         say(f"GGML_T2P_KERNEL={lv}: Wine: '{vw}'" + ("" if vn == vw else f", native: '{vn}'") +
             (f"  FAIL: {'; '.join(why)}" if why else ""))
+        for where, rc, text, err in (("native", rn, tn, en), ("Wine", rw, tw, ew)):
+            if rc != 0:
+                # the program's own verdicts, so that a failure says which check it was
+                lines = [l for l in (text + err).splitlines() if l.startswith(("FAIL", "# repack threads", "win bits"))]
+                print(f"    {where}: " + (f"\n    {where}: ".join(lines) if lines else (text + err).strip()[-500:]))
 
     head = [l for l in compared(results["win_bits"][1]) if l.startswith(("ggml-t2p", "repack on"))]
     for l in head:
