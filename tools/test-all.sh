@@ -197,6 +197,11 @@ PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="${q2kt_site##*$'\n'}${PYTHONPATH:+:$PYTHON
 pass
 
 begin "CMake fragment under mock Windows (MSVC, clang-cl) and macOS toolchains"
+# the real MinGW-w64 compilers for its one real configure (installed here, so that every run on a
+# Debian host checks it, not only runs after the Windows stage installed them)
+if [ "$(uname -s)" = Linux ] && command -v apt-get >/dev/null; then
+  ensure_mingw_x64 "$INSTALL" || echo "test-all: the real MinGW-w64 configure will be skipped"
+fi
 cmake -DWORK="$ROOT/target/cmake-tests" -P ggml-glue/cmake-tests/run.cmake
 pass
 

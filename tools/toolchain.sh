@@ -87,6 +87,18 @@ ensure_python_pip() {
   apt_install python3 python3-pip
 }
 
+# The MinGW-w64 x86-64 cross compilers (C and C++): the CMake fragment's configure with the real
+# compilers (ggml-glue/cmake-tests/run.cmake) and the Windows stage (tools/windows-test.py) use them.
+ensure_mingw_x64() {
+  local install="${1:-1}" missing=()
+  command -v x86_64-w64-mingw32-gcc >/dev/null || missing+=(gcc-mingw-w64-x86-64)
+  command -v x86_64-w64-mingw32-g++ >/dev/null || missing+=(g++-mingw-w64-x86-64)
+  [ "${#missing[@]}" = 0 ] && return 0
+  [ "$install" = 1 ] || { echo "toolchain: missing ${missing[*]}" >&2; return 1; }
+  apt_update_once
+  apt_install "${missing[@]}"
+}
+
 # llvm-mca-19 for the cycle model (Debian's llvm-19).
 ensure_llvm19() {
   local install="${1:-1}"

@@ -5,8 +5,8 @@
 #  2. a configure of mock/ (a stand-in for ggml-cpu's CMake that includes ggml-t2p.cmake as the
 #     patch does) under the mock toolchains in toolchains/ (MSVC ARM64, clang-cl x64, MinGW-w64 GCC
 #     x64, AppleClang arm64 and universal): forced compiler ids, a fake compiler, so CMake loads its
-#     real Windows / Darwin platform modules; nothing is compiled. Where x86_64-w64-mingw32-gcc is
-#     installed, also a configure with the real MinGW-w64 compilers (toolchains/mingw-w64-x86_64.cmake). Checked: the cargo command(s) in the generated
+#     real Windows / Darwin platform modules; nothing is compiled. Where x86_64-w64-mingw32-gcc and
+#     -g++ are installed, also a configure with the real MinGW-w64 compilers (toolchains/mingw-w64-x86_64.cmake). Checked: the cargo command(s) in the generated
 #     Makefiles, the consumer's link line, and the patch hunk's error without GGML_CPU_T2P_DIR.
 # Exit status 0 when every check passes.
 
@@ -110,15 +110,17 @@ mock(mingw-x64 windows-mingw-x64 Release
      ABSENT "${link_rsp}:ggml_t2p.lib" "${link_rsp}:-lpthread" "${cargo_mk}:crt-static")
 # The real MinGW-w64 cross compilers, where installed (Debian: gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64):
 # CMake's own compiler detection must yield MINGW and the same Rust target, library and link line.
+# Both compilers: the toolchain file requires the C++ one too (Debian packages them apart).
 find_program(mingw_gcc NAMES x86_64-w64-mingw32-gcc-posix x86_64-w64-mingw32-gcc)
-if (mingw_gcc)
+find_program(mingw_gxx NAMES x86_64-w64-mingw32-g++-posix x86_64-w64-mingw32-g++)
+if (mingw_gcc AND mingw_gxx)
     mock(mingw-x64-real mingw-w64-x86_64 Release
          EXPECT "configure:T2P system: Windows x86_64 MSVC= id=GNU"
                 "${cargo_mk}:--target x86_64-pc-windows-gnu"
                 "${link_rsp}:ggml-t2p-cargo/x86_64-pc-windows-gnu/release/libggml_t2p.a\" ${gnulibs}"
          ABSENT "${link_rsp}:-lpthread")
 else()
-    message("skip mock mingw-x64-real: no x86_64-w64-mingw32-gcc (the forced-id MinGW case above still ran)")
+    message("skip mock mingw-x64-real: no x86_64-w64-mingw32-gcc and -g++ (found: '${mingw_gcc}', '${mingw_gxx}'; the forced-id MinGW case above still ran)")
 endif()
 mock(no-dir windows-msvc-arm64 Release EXTRA -DGGML_CPU_T2P_DIR=
      ERROR "GGML_CPU_T2P is ON: set GGML_CPU_T2P_DIR to a ggml-t2p checkout")
