@@ -339,14 +339,6 @@ static void threads(void) {
          * machine one run needed 15 repeats (the limit was 20; a CI run on such a machine failed
          * in this program under Wine without saying which check, see windows-test.py) */
         for (int rep = 0; rep < (pass == 0 ? 3 : 200); rep++) {
-            /* the last repetition's watcher has been joined, but the OS may list an exited thread
-             * a moment longer (under Wine, wineserver processes the exit): this repetition counts
-             * from the process's own threads again, waiting up to 2 s for them; a thread that
-             * outlived a repack is still caught by `left` below */
-            for (int waited = 0; threads_now() > base && waited < 2000; waited += 10) {
-                sleep_ms(10);
-            }
-            const int start = threads_now();
             watcher_t wt;
             watch_stop = 0;
             watch_peak = -1;
@@ -364,7 +356,7 @@ static void threads(void) {
             watch_stop = 1;
             watcher_join(wt);
             /* peak counts the watcher itself */
-            int extra = watch_peak - (start + 1);
+            int extra = watch_peak - (base + 1);
             if (pass == 0) {
                 extra_one = extra > extra_one ? extra : extra_one;
             } else {
