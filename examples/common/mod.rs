@@ -32,3 +32,28 @@ pub fn read_sum(bytes: &[u8]) -> u64 {
     }
     acc.iter().fold(0, |a, &b| a.wrapping_add(b))
 }
+
+/// [`read_sum`] in the order of a gemv that reads `streams` row tiles side by side (the
+/// library's `GEMV_STREAMS`): `bytes` is cut into pieces of `tile` bytes, and each group of
+/// `streams` consecutive pieces is read 64 bytes from each piece in turn; a last group of fewer
+/// pieces, and a tail shorter than a piece, are read as one stream. Where the gemv's own read
+/// order gets more from DRAM than one stream does (several hardware prefetch streams in flight),
+/// this is the plain read it is held against.
+pub fn read_sum_streams(bytes: &[u8], tile: usize, streams: usize) -> u64 {
+    assert!(tile > 0 && tile.is_multiple_of(64) && streams > 0, "tile: a positive multiple of 64; streams > 0");
+    let mut acc = [0u64; 8];
+    let group = tile * streams;
+    let mut groups = bytes.chunks_exact(group);
+    for g in &mut groups {
+        for off in (0..tile).step_by(64) {
+            for j in 0..streams {
+                let ch = &g[j * tile + off..j * tile + off + 64];
+                for (i, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: 8 * i + 8 <= 64 bytes of `ch`; read_unaligned.
+                    *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
+                }
+            }
+        }
+    }
+    acc.iter().fold(read_sum(groups.remainder()), |a, &b| a.wrapping_add(b))
+}
