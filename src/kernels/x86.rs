@@ -44,6 +44,9 @@ pub(crate) trait Isa {
     /// whose accumulate has a multi-cycle latency (`vpdpbusd`: 4-5 cycles), where one chain of
     /// 16 accumulates per block bounds a gemv below the memory's speed.
     const SPLIT_NARROW: bool = false;
+    /// Blocks per row from which the level's gemv reads [`GEMV_STREAMS`] row tiles side by side
+    /// ([`GEMV_STREAMS_MIN_BLOCKS`] unless the level measured otherwise).
+    const STREAMS_MIN_BLOCKS: usize = GEMV_STREAMS_MIN_BLOCKS;
 
     /// Loads `4 * LANES` bytes (unaligned).
     unsafe fn load(p: *const u8) -> Self::V;
@@ -285,11 +288,13 @@ fn prefetch_block(b: &BlockX16) {
 pub(crate) const GEMV_STREAMS: usize = 4;
 
 /// Blocks per row (k / 128) from which a gemv reads [`GEMV_STREAMS`] row tiles side by side:
-/// k >= 16384 (the measurements at [`GEMV_STREAMS`]); shorter rows read one tile at a time.
+/// k >= 16384 (the measurements at [`GEMV_STREAMS`]); shorter rows read one tile at a time. The
+/// VNNI levels' value ([`Isa::STREAMS_MIN_BLOCKS`]); `avx2` reads four tiles at every k (see
+/// `Avx2`'s value in [`super::x86_avx2`]).
 pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
-/// have at least [`GEMV_STREAMS_MIN_BLOCKS`] blocks, then the job's last tiles (all of them for
+/// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks, then the job's last tiles (all of them for
 /// shorter rows) one by one. Several columns: for each row tile, columns in tiles of `NC`,
 /// then 4, 2, 1 for the rest (each smaller tile only when `NC` is larger).
 ///
@@ -302,7 +307,7 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
         let mut t = job.tiles.start;
         // SAFETY: (each call) one column, c0 = 0 < n_cols; the tiles are the job's.
         unsafe {
-            while job.nb >= GEMV_STREAMS_MIN_BLOCKS && t + GEMV_STREAMS <= job.tiles.end {
+            while job.nb >= I::STREAMS_MIN_BLOCKS && t + GEMV_STREAMS <= job.tiles.end {
                 tiles::<I, R, 1, GEMV_STREAMS>(job, t, 0);
                 t += GEMV_STREAMS;
             }
