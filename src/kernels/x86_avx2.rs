@@ -54,7 +54,7 @@ impl Isa for Avx2 {
     /// Four row tiles side by side at every row length. On a Zen 3 (2026-12-02, the AVX2 class
     /// this level is the default on; `examples/dram --k K` with about 1.14 GB from DRAM, the one-
     /// and the four-tile order of this kernel interleaved in one process, best of 9, weight GB/s,
-    /// two or three runs): 1 thread k 4096 9.1, 8.4 -> 10.8, 8.3; k 5120 8.9 -> 11.7; k 8192
+    /// one or two runs): 1 thread k 4096 9.1, 8.4 -> 10.8, 8.3; k 5120 8.9 -> 11.7; k 8192
     /// 9.3, 8.7 -> 12.5, 12.4; k 12288 9.0 -> 12.1; 2 threads k 4096 15.7, 16.7 -> 17.7, 20.9; k
     /// 5120 14.4 -> 14.3; k 8192 15.4, 15.5 -> 15.7, 16.9; k 12288 15.4 -> 18.7. One tile at a
     /// time read 52-58% of the same run's fastest plain read on 1 thread (`read X16 4 str`,
