@@ -15,7 +15,7 @@
 //! - Then each repetition times, per thread count, in turn: the read loop over the X16 bytes,
 //!   the read loop over the P16 bytes, the X16 bytes read in the gemv's order (`read X16 4 str`:
 //!   4 row tiles side by side, 64 bytes from each in turn, as the library's gemv reads rows of
-//!   k >= 16384), every level's X16 gemv and the P16 gemv. With `T` threads
+//!   k >= 16384, and `avx2` rows of every length), every level's X16 gemv and the P16 gemv. With `T` threads
 //!   each thread takes a contiguous share of the row tiles (as ggml's threads do) and the time is
 //!   the wall time from the release of the already running threads to the last one's end; the
 //!   read loops split their bytes the same way. Reports the best and median per call, bytes per second, weights
@@ -41,8 +41,8 @@ use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Instant;
 
-/// Row tiles the library's x86 gemv reads side by side on long rows (`GEMV_STREAMS` in
-/// `src/kernels/x86.rs`, from k = 16384): the order of the `read X16 4 str` loop.
+/// Row tiles the library's x86 gemv reads side by side (`GEMV_STREAMS` in `src/kernels/x86.rs`;
+/// the VNNI levels from k = 16384, `avx2` at every k): the order of the `read X16 4 str` loop.
 const GEMV_STREAMS: usize = 4;
 
 #[path = "common/mod.rs"]

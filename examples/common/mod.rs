@@ -25,12 +25,19 @@ pub unsafe fn bytes_of<T>(s: &[T]) -> &[u8] {
 pub fn read_sum(bytes: &[u8]) -> u64 {
     let mut acc = [0u64; 8];
     for ch in bytes.chunks_exact(64) {
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: 8 * i + 8 <= 64 bytes of the chunk; read_unaligned.
-            *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
-        }
+        add_line(&mut acc, ch);
     }
     acc.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
+/// Adds the eight u64 words of one 64-byte `line` to the eight lanes of `acc` (wrapping).
+#[inline(always)]
+fn add_line(acc: &mut [u64; 8], line: &[u8]) {
+    assert!(line.len() >= 64);
+    for (i, a) in acc.iter_mut().enumerate() {
+        // SAFETY: 8 * i + 8 <= 64 <= line.len() (checked above); read_unaligned.
+        *a = a.wrapping_add(unsafe { line.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
+    }
 }
 
 /// [`read_sum`] in the order of a gemv that reads `streams` row tiles side by side (the
@@ -47,11 +54,7 @@ pub fn read_sum_streams(bytes: &[u8], tile: usize, streams: usize) -> u64 {
     for g in &mut groups {
         for off in (0..tile).step_by(64) {
             for j in 0..streams {
-                let ch = &g[j * tile + off..j * tile + off + 64];
-                for (i, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: 8 * i + 8 <= 64 bytes of `ch`; read_unaligned.
-                    *a = a.wrapping_add(unsafe { ch.as_ptr().add(8 * i).cast::<u64>().read_unaligned() });
-                }
+                add_line(&mut acc, &g[j * tile + off..j * tile + off + 64]);
             }
         }
     }
