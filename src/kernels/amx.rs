@@ -481,7 +481,8 @@ unsafe fn sums_2x2<X: Tiles>(t: &mut X, a0: &ActTile16, a1: &ActTile16, b: &[BTi
 /// The X16 x Q8_K gemm on tiles: the job's row tiles one or two at a time (`blocking`), column
 /// groups of 16 (the last one padded) in passes of [`PASS_TILES`] accumulators, each block's
 /// `isum` tiles from two `tdpbssd` each ([`Blocking`]), then the reference float step in block
-/// order. Loads the configuration at entry and releases the tiles at exit.
+/// order. Loads the configuration at the start of every pass (after the calls that zero its sums) and
+/// releases the tiles at exit.
 ///
 /// # Safety
 /// `job` validated by `gemm_raw` (or [`gemm_model`]) with a [`ActFormat::T16`](super::act_pack::ActFormat::T16) pack;
@@ -492,8 +493,7 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
     job: &Job<'_, BlockX16, ActTile16>,
     blocking: Blocking,
 ) {
-    // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
-    unsafe { tiles.config(&X16_TILE_CONFIG) };
+    // The configuration is loaded per pass (below), not here: see there.
     let s = Session(tiles);
     let nb = job.nb;
     let groups = job.n_cols.div_ceil(16);
@@ -515,6 +515,14 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
             for acc in sumf.0.iter_mut().take(ng * nr) {
                 *acc = [[0.0; 16]; 16];
             }
+            // (Re)load the configuration after the zeroing above, right before the pass's first
+            // tile instruction. The psABI makes the tile state caller-saved, so a configuration
+            // need not survive a call, and rustc emits that zeroing and the initialization of
+            // the arrays above as `memset`/`memcpy` calls (LLVM's own AMX code re-issues
+            // `ldtilecfg` after calls for the same reason). No tile data lives across passes;
+            // `ldtilecfg` zeroes every tile. `tests/amx_calls.rs` checks the compiled kernel.
+            // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
+            unsafe { s.0.config(&X16_TILE_CONFIG) };
             for i in 0..nb {
                 let mut dw = [[0.0f32; 16]; 2];
                 for (r, (br, dwr)) in b.0.iter_mut().zip(dw.iter_mut()).enumerate().take(nr) {
