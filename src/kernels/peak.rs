@@ -192,9 +192,14 @@ mod x86 {
         }
     }
 
+    /// Not inlined: a function of its own, without the jump table of [`Probe::run`]'s `match`, so
+    /// that `tests/amx_calls.rs` can follow the control flow of every function with tile
+    /// instructions (it refuses indirect jumps).
+    ///
     /// # Safety
     /// The CPU must have AMX-TILE and AMX-INT8 with the tile state enabled and permitted
     /// (`KernelLevel::Amx` available); `iters` > 0.
+    #[inline(never)]
     pub(super) unsafe fn tdpbssd(iters: u64) {
         // SAFETY: the configuration is a static of eight 16 x 64-byte tiles (every operand shape
         // below agrees with it); ldtilecfg zeroes the tiles, the loop uses tiles only, and

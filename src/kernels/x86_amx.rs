@@ -6,8 +6,9 @@
 //! configuration is read by `ldtilecfg` from a `static` (`amx::X16_TILE_CONFIG`), never from a stack
 //! object the optimizer may drop, at the start of every pass, after the last call before the pass's
 //! tile instructions (the psABI makes the tile state caller-saved, and the kernel's zeroing and
-//! copies compile to `memset`/`memcpy` calls; `tests/amx_calls.rs` reads the compiled kernel for
-//! a call between `ldtilecfg` and a tile instruction), and the tiles are released at exit; the
+//! copies compile to `memset`/`memcpy` calls; `tests/amx_calls.rs` follows the compiled code's
+//! control flow for a path from a call to a tile instruction without an `ldtilecfg` in between),
+//! and the tiles are released at exit; the
 //! Linux tile-data permission is asked for the whole process the first time the `amx` level is
 //! wanted (`KernelLevel::is_available`, before any kernel runs), so it holds on every thread,
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
