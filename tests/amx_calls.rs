@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 /// Tile instructions that need the configuration.
-const NEEDS_CONFIG: [&str; 4] = ["tileloadd", "tilestored", "tilezero", "tdpb"];
+const NEEDS_CONFIG: [&str; 4] = ["tileloadd", "tilestored", "tilezero", "tdp"];
 
 /// One instruction: its address and its text (mnemonic and operands, as objdump prints them).
 type Insn = (u64, String);
@@ -48,8 +48,21 @@ fn tile_functions(dis: &str) -> Vec<(String, Vec<Insn>)> {
     out
 }
 
+/// Instruction prefixes objdump prints before the mnemonic (`notrack jmp rax`, `addr32 call ...`,
+/// `bnd ret`, `data16 cs nop ...`).
+const PREFIXES: [&str; 16] = [
+    "notrack", "bnd", "cs", "ds", "es", "ss", "fs", "gs", "repz", "repnz", "repe", "repne", "rep", "lock", "addr32",
+    "data16",
+];
+
+/// The mnemonic and the first operand word of an instruction, after its prefixes.
+fn parts(i: &str) -> (&str, Option<&str>) {
+    let mut w = i.split_whitespace().skip_while(|w| PREFIXES.contains(w) || w.starts_with("rex"));
+    (w.next().unwrap_or(""), w.next())
+}
+
 fn mnemonic(i: &str) -> &str {
-    i.split_whitespace().next().unwrap_or("")
+    parts(i).0
 }
 
 fn needs_config(i: &str) -> bool {
@@ -66,13 +79,13 @@ fn violations(insns: &[Insn]) -> Vec<String> {
     // successors of each instruction
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (k, (_, i)) in insns.iter().enumerate() {
-        let m = mnemonic(i);
-        let target = i.split_whitespace().nth(1).and_then(|t| u64::from_str_radix(t, 16).ok());
+        let (m, op) = parts(i);
+        let target = op.and_then(|t| u64::from_str_radix(t, 16).ok());
         let falls = !matches!(m, "ret" | "ud2" | "int3" | "hlt" | "jmp");
         if falls && k + 1 < n {
             succ[k].push(k + 1);
         }
-        if m.starts_with('j') || m == "loop" {
+        if m.starts_with('j') || m.starts_with("loop") {
             match target {
                 // a direct jump: to an instruction of this function, or out of it (a tail call)
                 Some(t) => succ[k].extend(index.get(&t).copied()),
@@ -88,7 +101,7 @@ fn violations(insns: &[Insn]) -> Vec<String> {
     // (landing pads), else the meet (and) of the predecessors' exits, from an optimistic start
     // (alignment padding that nothing reaches only falls into what follows: it starts configured,
     // so that it does not poison a loop head)
-    let padding = |i: &str| i.split_whitespace().any(|w| w == "nop" || w == "xchg");
+    let padding = |i: &str| mnemonic(i) == "nop" || i.split_whitespace().collect::<Vec<_>>() == ["xchg", "ax,ax"];
     let mut entry: Vec<bool> = (0..n).map(|k| k != 0 && (has_pred[k] || padding(&insns[k].1))).collect();
     let exit = |k: usize, e: bool| -> bool {
         match mnemonic(&insns[k].1) {
@@ -200,6 +213,12 @@ fn analysis_flags_calls_on_any_path() {
     assert!(violations(&v("0: ldtilecfg [rax]\n4: jmp rax\n8: tilezero tmm0\nc: ret"))
         .iter()
         .any(|x| x.contains("indirect")));
+    // prefixed forms are still calls and jumps
+    assert_eq!(violations(&v("0: ldtilecfg [rax]\n4: addr32 call 100 <memset>\n8: tilezero tmm0\nc: ret")).len(), 1);
+    assert!(violations(&v("0: ldtilecfg [rax]\n4: notrack jmp rax\n8: tilezero tmm0\nc: ret"))
+        .iter()
+        .any(|x| x.contains("indirect")));
+    assert_eq!(violations(&v("0: ldtilecfg [rax]\n4: bnd ret\n8: tilezero tmm0\nc: ret")).len(), 1);
     // padding that nothing reaches does not poison the loop head it falls into
     let padded = "0: ldtilecfg [rax]\n4: jmp c <f+0xc>\n8: nop DWORD PTR [rax+0x0]\nc: tdpbssd tmm0,tmm4,tmm6\n10: jne c <f+0xc>\n14: ret";
     assert!(violations(&v(padded)).is_empty());
