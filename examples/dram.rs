@@ -41,13 +41,9 @@ use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Instant;
 
-/// Row tiles the library's x86 gemv reads side by side (`GEMV_STREAMS` in `src/kernels/x86.rs`;
-/// the VNNI levels from k = 16384, `avx2` at every k): the order of the `read X16 4 str` loop.
-const GEMV_STREAMS: usize = 4;
-
 #[path = "common/mod.rs"]
 mod common;
-use common::{bytes_of, read_sum, read_sum_streams};
+use common::{bytes_of, read_sum, read_sum_streams, GEMV_STREAMS};
 
 fn usage_error(usage: &str, why: &str) -> ! {
     common::usage_error("dram", usage, why)

@@ -228,7 +228,7 @@ fn main() {
                     let one = (cpu_ns() - t) as f64;
                     let t = cpu_ns();
                     let tile = k / QK * std::mem::size_of::<BlockX16>();
-                    std::hint::black_box(common::read_sum_streams(bytes, tile, 4));
+                    std::hint::black_box(common::read_sum_streams(bytes, tile, common::GEMV_STREAMS));
                     read_ns.push(one.min((cpu_ns() - t) as f64));
                 }
                 for (i, arm) in arms.iter().enumerate() {

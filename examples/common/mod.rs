@@ -40,6 +40,11 @@ fn add_line(acc: &mut [u64; 8], line: &[u8]) {
     }
 }
 
+/// Row tiles the library's x86 gemv reads side by side (`GEMV_STREAMS` in `src/kernels/x86.rs`;
+/// the VNNI levels from k = 16384, `avx2` at every k): the order of [`read_sum_streams`] in
+/// `examples/dram` (`read X16 4 str`) and `examples/levels --dram`.
+pub const GEMV_STREAMS: usize = 4;
+
 /// [`read_sum`] in the order of a gemv that reads `streams` row tiles side by side (the
 /// library's `GEMV_STREAMS`): `bytes` is cut into pieces of `tile` bytes, and each group of
 /// `streams` consecutive pieces is read 64 bytes from each piece in turn; a last group of fewer
