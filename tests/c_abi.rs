@@ -7,7 +7,7 @@
 //!
 //! On a cross target (aarch64 under qemu) the host cannot build and run the programs from inside
 //! the test, so these tests fail there rather than pass without running anything:
-//! `tools/qemu-test.sh` leaves them out by name (`--skip`, reported as a skip) and links the same
+//! `tools/qemu-test.py` leaves them out by name (`--skip`, reported as a skip) and links the same
 //! programs statically for aarch64 and runs them under each qemu CPU instead.
 
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ fn build_c_program(name: &str) -> PathBuf {
     let (target, host) = (env!("GGML_T2P_BUILD_TARGET"), env!("GGML_T2P_BUILD_HOST"));
     assert_eq!(
         target, host,
-        "c abi: cross target {target}: this test cannot build and run {name}.c here; tools/qemu-test.sh \
+        "c abi: cross target {target}: this test cannot build and run {name}.c here; tools/qemu-test.py \
          skips it and runs the C programs as static {target} programs under qemu"
     );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

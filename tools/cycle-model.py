@@ -106,8 +106,14 @@ def ensure_tools(install):
     if all(shutil.which(t) for t in need):
         return
     if not install:
-        sys.exit("cycle-model: llvm-mca-19 / the aarch64 toolchain not found (tools/toolchain.sh), or run without --no-install")
-    subprocess.run(["bash", "-c", f". '{ROOT}/tools/toolchain.sh' && ensure_aarch64_toolchain 1 && ensure_llvm19 1"], check=True)
+        sys.exit("cycle-model: llvm-mca-19 / the aarch64 toolchain not found (tools/toolchain.py), or run without --no-install")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import toolchain
+    try:
+        toolchain.ensure_aarch64(True)
+        toolchain.ensure_llvm19(True)
+    except toolchain.Missing as e:
+        sys.exit(f"cycle-model: {e}")
 
 
 def build_asm(target):

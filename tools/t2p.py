@@ -11,7 +11,7 @@ Steps, each with progress lines and its time in the summary:
      aarch64 GNU toolchain, Debian's rustc with the aarch64 std and qemu-user-static; for --cross-windows
      MinGW-w64, Wine and Rust's x86_64-pc-windows-gnu std, installed as tools/windows-test.py does, and a
      private Wine prefix BUILD_DIR/wine that must start); on Debian/Ubuntu it installs what is missing
-     with tools/toolchain.sh (apt-get; --no-install refuses);
+     with tools/toolchain.py (apt-get; --no-install refuses);
   3. applies patches/ggml-t2p.patch once: `git apply --check` says it applies, `git apply --reverse
      --check` says it is already there (a plain directory works too, git need not know it);
   4. configures and builds llama-bench, llama-perplexity and llama-simple with cmake: native Release
@@ -173,7 +173,7 @@ def ensure_windows_tools(install, wine_dir):
     wt = windows_test()
     miss = missing_tools(False)
     if miss:
-        raise Fail(f"missing: {', '.join(miss)}\n  install: bash tools/toolchain.sh --host-only (Debian/Ubuntu)")
+        raise Fail(f"missing: {', '.join(miss)}\n  install: python3 tools/toolchain.py --host-only (Debian/Ubuntu)")
     try:
         wt.ensure_tools(install)
         if not shutil.which(wt.MINGW_CC + "-posix"):
@@ -199,17 +199,17 @@ def ensure_tools(cross, install):
     if not miss:
         say("cmake, git, cargo and a C++ compiler found" + ("; aarch64 toolchain and qemu too" if cross else ""))
         return
-    apt = sys.platform.startswith("linux") and shutil.which("apt-get") and shutil.which("bash")
+    apt = sys.platform.startswith("linux") and shutil.which("apt-get")
     if apt and install:
-        cmd = ["bash", os.path.join(HERE, "toolchain.sh")] + ([] if cross else ["--host-only"])
+        cmd = [sys.executable or "python3", os.path.join(HERE, "toolchain.py")] + ([] if cross else ["--host-only"])
         say(f"missing: {', '.join(miss)}; installing with: {' '.join(cmd)} (apt-get; --no-install refuses)")
         if subprocess.call(cmd) != 0:
-            raise Fail("tools/toolchain.sh failed (output above)")
+            raise Fail("tools/toolchain.py failed (output above)")
         miss = missing_tools(cross)
         if not miss:
             return
     hint = {
-        "linux": "bash tools/toolchain.sh" + ("" if cross else " --host-only") + " (Debian/Ubuntu), or your package manager",
+        "linux": "python3 tools/toolchain.py" + ("" if cross else " --host-only") + " (Debian/Ubuntu), or your package manager",
         "darwin": "xcode-select --install; brew install cmake git; Rust from https://rustup.rs",
         "win32": "Visual Studio (C++ workload, includes cmake), Git for Windows, Rust from https://rustup.rs",
     }.get(sys.platform if sys.platform in ("darwin", "win32") else "linux")

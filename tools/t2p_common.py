@@ -109,7 +109,7 @@ def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
         if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL) != 0:
             sys.exit(f"error: missing Python packages: {', '.join(miss)}, and {sys.executable} has no pip.\n"
-                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `bash tools/toolchain.sh` "
+                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `python3 tools/toolchain.py` "
                      "does it), or use a virtual environment: python3 -m venv .venv")
         print(f"{tool}: installing missing Python packages into {where}{size_note}:\n  "
               + " ".join(cmd + miss), flush=True)

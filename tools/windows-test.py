@@ -46,6 +46,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import toolchain  # noqa: E402  (the Debian package names and apt-get as root or through sudo)
 TRIPLE = "x86_64-pc-windows-gnu"
 MINGW_CC = "x86_64-w64-mingw32-gcc"
 LEVELS = ("avx2", "avxvnni", "avx512vnni")
@@ -95,7 +97,8 @@ def missing_tools():
     """[(what, apt package or None, how)] for every tool that is missing."""
     miss = []
     if not shutil.which(MINGW_CC):
-        miss.append((MINGW_CC, "gcc-mingw-w64-x86-64", "apt-get install gcc-mingw-w64-x86-64"))
+        pkg = toolchain.MINGW_X64_PACKAGES[MINGW_CC]
+        miss.append((MINGW_CC, pkg, f"apt-get install {pkg}"))
     if not shutil.which("wine"):
         miss.append(("wine", "wine wine64", "apt-get install wine wine64"))
     if not shutil.which("cmake"):
@@ -124,14 +127,10 @@ def ensure_tools(install):
         if not shutil.which("apt-get"):
             raise Fail(f"missing {names}, and no apt-get here: install " + ", ".join(apt) + " yourself", 2)
         say("installing with apt-get: " + " ".join(apt))
-        cmd = ["apt-get", "install", "-y", "--no-install-recommends"] + apt
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        rc, out, err = run(cmd, env=env, timeout=1800)
-        if rc != 0:   # stale or empty package lists: update once and retry
-            run(["apt-get", "update"], env=env, timeout=900)
-            rc, out, err = run(cmd, env=env, timeout=1800)
-        if rc != 0:
-            raise Fail("apt-get install failed:\n" + "\n".join((out + err).strip().splitlines()[-15:]), 2)
+        try:
+            toolchain.apt_install(apt, recommends=False)
+        except toolchain.Missing as e:
+            raise Fail(f"apt-get install failed ({e}; its output above)", 2) from None
     if any(m[0].startswith("the Rust std") for m in miss) and shutil.which("rustup"):
         say(f"rustup target add {TRIPLE}")
         must("rustup target add", ["rustup", "target", "add", TRIPLE], timeout=900)

@@ -14,7 +14,7 @@
  * detached thread) stays listed and fails; a joined one never does.
  *
  * usage: fork_smoke [LAYOUT [TIMEOUT_S [GRACE_MS]]]   (defaults 1 = T2P, 120 s, 1000 ms;
- *        tools/qemu-test.sh passes a longer grace under the emulator)
+ *        tools/qemu-test.py passes a longer grace under the emulator)
  *
  * Uses only ggml_t2p_repacked_size / ggml_t2p_repack, whose signatures are the same in ABI 1 and
  * ABI 2, so the same program shows the behaviour of older libraries too.
