@@ -70,6 +70,7 @@ ROOT = os.path.dirname(HERE)
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, HERE)
 import t2p_common as tc  # noqa: E402
+import toolchain  # noqa: E402
 
 TOOL = "t2p"
 PATCH = os.path.join(ROOT, "patches", "ggml-t2p.patch")
@@ -176,9 +177,14 @@ def ensure_windows_tools(install, wine_dir):
         raise Fail(f"missing: {', '.join(miss)}\n  install: python3 tools/toolchain.py --host-only (Debian/Ubuntu)")
     try:
         wt.ensure_tools(install)
+        if shutil.which("apt-get"):   # the C++ compiler too: windows-test.py builds C programs only
+            try:
+                toolchain.ensure_mingw_x64(install)
+            except toolchain.Missing as e:
+                raise wt.Fail(f"MinGW-w64 C++: {e}") from None
         if not shutil.which(wt.MINGW_CC + "-posix"):
             raise wt.Fail(f"{wt.MINGW_CC}-posix not found: llama.cpp needs std::thread, which MinGW-w64 GCC has only "
-                          "with the posix thread model (Debian: g++-mingw-w64-x86-64)")
+                          f"with the posix thread model (Debian: {toolchain.MINGW_X64_PACKAGES['x86_64-w64-mingw32-g++']})")
         os.makedirs(wine_dir, exist_ok=True)
         version, note = wt.wine_setup(wine_dir, 600)
     except wt.Fail as e:
