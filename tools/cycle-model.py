@@ -108,6 +108,7 @@ def ensure_tools(install):
     if not install:
         sys.exit("cycle-model: llvm-mca-19 / the aarch64 toolchain not found (tools/toolchain.py), or run without --no-install")
     sys.path.insert(0, os.path.join(ROOT, "tools"))
+    sys.dont_write_bytecode = True   # no __pycache__ beside the tools
     import toolchain
     try:
         toolchain.ensure_aarch64(True)

@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # no __pycache__ beside the tools
 import toolchain  # noqa: E402
 
 TARGET = "aarch64-unknown-linux-gnu"
@@ -58,6 +59,8 @@ def build(env, profile_args):
             bins.append(m["executable"])
         elif "ggml-t2p" in m.get("package_id", "") and "staticlib" in m["target"].get("kind", []):
             lib = next((f for f in m.get("filenames", []) if f.endswith(".a")), lib)
+    if p.returncode != 0:   # a target that failed to build: do not run the ones that did
+        bins = []
     return bins, lib
 
 
@@ -78,6 +81,10 @@ def main():
     ap.add_argument("--release", action="store_true", help="build the tests with the release profile")
     args = ap.parse_args()
     cpus = args.cpus.replace(",", " ").split()
+    if not cpus:
+        sys.exit("qemu-test: --cpus names no CPU model")
+    if not sys.platform.startswith("linux"):
+        sys.exit(f"qemu-test: needs a Linux host (Debian's aarch64 cross toolchain and qemu-user), not {sys.platform}")
     try:
         toolchain.ensure_aarch64(not args.no_install)
     except toolchain.Missing as e:
@@ -98,7 +105,7 @@ def main():
     print(f"qemu-test: building tests for {TARGET} ({rustc_v})", flush=True)
     bins, lib = build(env, profile_args)
     if not bins:
-        print("qemu-test: no test binaries were built; the build output follows", file=sys.stderr, flush=True)
+        print("qemu-test: the test build failed or built nothing; its output follows", file=sys.stderr, flush=True)
         subprocess.run(["cargo", "test", "--target", TARGET] + profile_args + ["--no-run"], cwd=ROOT, env=env,
                        stdout=sys.stderr)
         sys.exit(1)

@@ -23,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # no __pycache__ beside the tools
 import toolchain  # noqa: E402
 
 OTHER_TARGETS = ("aarch64-pc-windows-msvc", "aarch64-apple-darwin", "x86_64-pc-windows-msvc")
@@ -51,6 +52,7 @@ class Run:
         try:
             body()
         except (StageFail, subprocess.CalledProcessError, toolchain.Missing, OSError) as e:
+            sys.stdout.flush()   # the stage's own lines before its verdict
             t = int(time.monotonic() - t0)
             print(f"test-all: {e}", file=sys.stderr)
             print(f"-- {name}: FAIL ({t} s)", file=sys.stderr, flush=True)
@@ -107,6 +109,15 @@ def tee(cmd, path):
 
 def has(cmd):
     return subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def shell_script(path):
+    """A file whose first line is a shell's #! line."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        first = f.readline(200)
+    return bool(re.match(rb"#!\s*\S*(/|\s)(ba|da|z|k)?sh\b", first))
 
 
 def linux_x86_64():
@@ -230,7 +241,7 @@ def main():
                                env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
             if p.returncode != 0:
                 raise StageFail(f"python3 tools/{t} --help failed")
-        shell = sorted(f for f in os.listdir(HERE) if f.endswith((".sh", ".bash")))
+        shell = sorted(f for f in os.listdir(HERE) if f.endswith((".sh", ".bash")) or shell_script(os.path.join(HERE, f)))
         if shell:
             raise StageFail(f"tools must be Python (they run on Linux, macOS and Windows): {', '.join(shell)}")
         print(f"test-all: benches build; {len(tools)} tools answer --help")

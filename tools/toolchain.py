@@ -41,32 +41,39 @@ def _as_root(cmd):
     raise Missing(f"not root and no sudo: cannot run {' '.join(cmd)}")
 
 
-def _run_root(cmd):
-    """Runs cmd as root, its output on stderr (so that a caller's stdout stays its own)."""
+def _run_root(cmd, timeout=None):
+    """Runs cmd as root, its output on stderr (so that a caller's stdout stays its own); `timeout`
+    in seconds (None: no limit)."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     full = _as_root(["env", "DEBIAN_FRONTEND=noninteractive"] + cmd)
-    if subprocess.call(full, stdout=sys.stderr, env=env) != 0:
+    try:
+        rc = subprocess.call(full, stdout=sys.stderr, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Missing(f"timed out after {timeout} s: {' '.join(cmd)}") from None
+    if rc != 0:
         raise Missing(f"failed: {' '.join(cmd)}")
 
 
-def apt_update_once():
+def apt_update_once(timeout=None):
     """`apt-get update`, once per process (again after a new foreign architecture)."""
     global _apt_updated
     if not _apt_updated:
-        _run_root(["apt-get", "update", "-qq"])
+        _run_root(["apt-get", "update", "-qq"], timeout)
         _apt_updated = True
 
 
-def apt_install(packages, recommends=True):
-    """apt-get install PACKAGES (after one `apt-get update` per process). Raises Missing on failure
-    or where there is no apt-get."""
+def apt_install(packages, recommends=True, timeout=None):
+    """apt-get install PACKAGES (after one `apt-get update` per process); `timeout` in seconds for
+    each of the two apt-get runs. Raises Missing on failure, on the timeout, or where there is no
+    apt-get."""
     if not packages:
         return
     if not shutil.which("apt-get"):
         raise Missing(f"no apt-get here: install {' '.join(packages)} yourself")
     print(f"toolchain: installing {' '.join(packages)}", file=sys.stderr, flush=True)
-    apt_update_once()
-    _run_root(["apt-get", "install", "-y", "-qq"] + ([] if recommends else ["--no-install-recommends"]) + list(packages))
+    apt_update_once(timeout)
+    _run_root(["apt-get", "install", "-y", "-qq"] + ([] if recommends else ["--no-install-recommends"]) + list(packages),
+              timeout)
 
 
 def _need(missing, install):
@@ -130,6 +137,9 @@ def ensure_aarch64(install=True):
         return
     if not install:
         raise Missing(f"missing {' '.join(missing)}")
+    if not (shutil.which("apt-get") and shutil.which("dpkg")):
+        raise Missing(f"missing {' '.join(missing)}, and no apt-get/dpkg here (Debian's cross toolchain): install "
+                      "them yourself")
     foreign = subprocess.run(["dpkg", "--print-foreign-architectures"], capture_output=True, text=True).stdout.split()
     if "arm64" not in foreign:
         _run_root(["dpkg", "--add-architecture", "arm64"])

@@ -47,6 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # no __pycache__ beside the tools
 import toolchain  # noqa: E402  (the Debian package names and apt-get as root or through sudo)
 TRIPLE = "x86_64-pc-windows-gnu"
 MINGW_CC = "x86_64-w64-mingw32-gcc"
@@ -128,7 +129,7 @@ def ensure_tools(install):
             raise Fail(f"missing {names}, and no apt-get here: install " + ", ".join(apt) + " yourself", 2)
         say("installing with apt-get: " + " ".join(apt))
         try:
-            toolchain.apt_install(apt, recommends=False)
+            toolchain.apt_install(apt, recommends=False, timeout=1800)
         except toolchain.Missing as e:
             raise Fail(f"apt-get install failed ({e}; its output above)", 2) from None
     if any(m[0].startswith("the Rust std") for m in miss) and shutil.which("rustup"):
