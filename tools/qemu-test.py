@@ -16,7 +16,6 @@ arguments passed to every test binary, e.g. a test-name filter; split as a shell
 """
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -28,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ beside the tools
+import t2p_common as tc  # noqa: E402
 import toolchain  # noqa: E402
 
 TARGET = "aarch64-unknown-linux-gnu"
@@ -47,18 +47,9 @@ def build(env, profile_args):
     would compile the crate again, with other dependency features). Returns (binaries, lib)."""
     cmd = ["cargo", "test", "--target", TARGET] + profile_args + ["--no-run", "--message-format=json"]
     p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    bins, lib = [], ""
-    for line in p.stdout.splitlines():
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
-        if m.get("reason") != "compiler-artifact":
-            continue
-        if m.get("profile", {}).get("test") and m.get("executable"):
-            bins.append(m["executable"])
-        elif "ggml-t2p" in m.get("package_id", "") and "staticlib" in m["target"].get("kind", []):
-            lib = next((f for f in m.get("filenames", []) if f.endswith(".a")), lib)
+    tests, staticlibs = tc.cargo_test_artifacts(p.stdout)
+    bins = [path for _, path in tests]
+    lib = next((f for f in reversed(staticlibs) if f.endswith(".a")), "")
     if p.returncode != 0:   # a target that failed to build: do not run the ones that did
         bins = []
     return bins, lib

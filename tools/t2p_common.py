@@ -33,6 +33,26 @@ IS_WINDOWS = os.name == "nt"
 NO_LINE = "no ggml-t2p line: this binary is not patched, or its log level hides INFO lines"
 
 
+def cargo_test_artifacts(json_lines, package="ggml-t2p"):
+    """What `cargo test --no-run --message-format=json` built, from its stdout: ([(test target name,
+    executable)], [file names of `package`'s staticlib artifacts]), in cargo's order. Lines that are
+    not JSON (cargo's own) are skipped."""
+    import json
+    tests, staticlibs = [], []
+    for line in json_lines.splitlines():
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("reason") != "compiler-artifact":
+            continue
+        if m.get("profile", {}).get("test") and m.get("executable"):
+            tests.append((m["target"]["name"], m["executable"]))
+        elif package in m.get("package_id", "") and "staticlib" in m["target"].get("kind", []):
+            staticlibs += m.get("filenames", [])
+    return tests, staticlibs
+
+
 def cache_dir():
     """This project's cache folder: GGML_T2P_CACHE, else the platform's user cache folder."""
     if os.environ.get("GGML_T2P_CACHE"):

@@ -36,7 +36,6 @@ under target/x86-emu/). Logs: target/x86-emu-test/<set>.log.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -96,19 +95,8 @@ def build(target_dir: Path) -> dict:
     out = subprocess.run(["cargo", "test", "--release", "--target", TARGET, "--no-run", "--message-format=json",
                           *[a for t in TESTS for a in ("--test", t)]],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
-    bins = {}
-    staticlibs = []
-    for line in out.splitlines():
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
-        if m.get("reason") != "compiler-artifact":
-            continue
-        if m.get("profile", {}).get("test") and m.get("executable"):
-            bins[m["target"]["name"]] = Path(m["executable"])
-        elif m.get("package_id", "").find("ggml-t2p") >= 0 and "staticlib" in m["target"].get("kind", []):
-            staticlibs += m.get("filenames", [])
+    tests, staticlibs = tc.cargo_test_artifacts(out)
+    bins = {name: Path(path) for name, path in tests}
     # the staticlib of that same build (cargo names it among the library's artifacts); a separate
     # `cargo build --lib` would compile the crate again (other dependency features without tests)
     libs = [Path(f) for f in staticlibs if f.endswith(".a")]
