@@ -14,6 +14,7 @@ stages that cannot run say so. Python 3 standard library only.
 
 import argparse
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -37,8 +38,7 @@ class StageFail(Exception):
 
 
 class Run:
-    def __init__(self, install, require_all):
-        self.install = install
+    def __init__(self, require_all):
         self.require_all = require_all
         self.start = time.monotonic()
         self.summary = []          # (name, result, seconds)
@@ -121,7 +121,7 @@ def shell_script(path):
 
 
 def linux_x86_64():
-    return sys.platform.startswith("linux") and os.uname().machine == "x86_64"
+    return sys.platform.startswith("linux") and platform.machine() == "x86_64"
 
 
 def main():
@@ -146,7 +146,7 @@ def main():
     qemu = not args.host_only
     x86emu = not (args.host_only or args.no_x86_emu)
     windows = not (args.host_only or args.no_windows)
-    run = Run(install, args.require_all or os.environ.get("CI") == "true")
+    run = Run(args.require_all or os.environ.get("CI") == "true")
     os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
 
     def toolchain_stage():
@@ -235,13 +235,14 @@ def main():
                     "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS": "-C target-feature=+crt-static"})
         else:
             sh(["cargo", "bench", "--no-run", "--quiet"])
-        tools = sorted(f for f in os.listdir(HERE) if f.endswith(".py"))
+        files = sorted(os.listdir(HERE))
+        tools = [f for f in files if f.endswith(".py")]
         for t in tools:
             p = subprocess.run([PY, os.path.join(HERE, t), "--help"], cwd=ROOT, stdout=subprocess.DEVNULL,
                                env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
             if p.returncode != 0:
                 raise StageFail(f"python3 tools/{t} --help failed")
-        shell = sorted(f for f in os.listdir(HERE) if f.endswith((".sh", ".bash")) or shell_script(os.path.join(HERE, f)))
+        shell = [f for f in files if f.endswith((".sh", ".bash")) or shell_script(os.path.join(HERE, f))]
         if shell:
             raise StageFail(f"tools must be Python (they run on Linux, macOS and Windows): {', '.join(shell)}")
         print(f"test-all: benches build; {len(tools)} tools answer --help")
@@ -289,7 +290,7 @@ def main():
     if not windows:
         run.skip(win, True, "--no-windows or --host-only given")
     elif not linux_x86_64():
-        run.skip(win, True, f"not an x86-64 Linux host ({sys.platform} {os.uname().machine if hasattr(os, 'uname') else ''})")
+        run.skip(win, True, f"not an x86-64 Linux host ({sys.platform} {platform.machine()})")
     else:
         run.stage("Windows: MinGW-w64 x86-64 build of the C programs, run under Wine (tools/windows-test.py)",
                   lambda: sh([PY, "tools/windows-test.py"] + ([] if install else ["--no-install"])))

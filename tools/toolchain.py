@@ -43,11 +43,10 @@ def _as_root(cmd):
 
 def _run_root(cmd, timeout=None):
     """Runs cmd as root, its output on stderr (so that a caller's stdout stays its own); `timeout`
-    in seconds (None: no limit)."""
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    in seconds (None: no limit). DEBIAN_FRONTEND goes through `env`, which sudo does not reset."""
     full = _as_root(["env", "DEBIAN_FRONTEND=noninteractive"] + cmd)
     try:
-        rc = subprocess.call(full, stdout=sys.stderr, env=env, timeout=timeout)
+        rc = subprocess.call(full, stdout=sys.stderr, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise Missing(f"timed out after {timeout} s: {' '.join(cmd)}") from None
     if rc != 0:
