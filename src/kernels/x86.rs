@@ -70,6 +70,27 @@ pub(crate) trait Isa {
         // SAFETY: forwarded.
         unsafe { words::<Self, R, NC>(acc, b, a) }
     }
+    /// Whether a gemv's [`GEMV_STREAMS`] row tiles go through [`Isa::block_words_s4`] together
+    /// (default: [`Isa::block_words`] tile by tile).
+    const SHARED_S4: bool = false;
+    /// Block `b[j]` of each of four row tiles side by side (a gemv's streams) against one column
+    /// into `acc[j]`: the same integer sums as [`Isa::block_words`] per tile (the default). A
+    /// level may broadcast each activation group once for the four tiles ([`Isa::SHARED_S4`]).
+    ///
+    /// # Safety
+    /// As [`Isa::block_words`] for each tile.
+    #[inline(always)]
+    unsafe fn block_words_s4<const R: usize>(acc: &mut [[[Self::Acc; 1]; R]; 4], b: [&BlockX16; 4], a: &Q8Half)
+    where
+        Self: Sized,
+    {
+        // SAFETY: forwarded.
+        unsafe {
+            for (x, b) in acc.iter_mut().zip(b) {
+                Self::block_words::<R, 1>(x, b, &[a]);
+            }
+        }
+    }
     /// Broadcasts the 4 bytes at `p` to every lane.
     unsafe fn bcast(p: *const i8) -> Self::V;
     /// A block's fresh accumulator; `nysum = -sum(y)` may seed it (or wait for [`Isa::isum`]).
@@ -189,6 +210,25 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
         for (c, x) in a.iter_mut().enumerate() {
             *x = &job.act[(c0 + c) * nb + i];
         }
+        if I::SHARED_S4 && NC == 1 && S == GEMV_STREAMS {
+            // The four tiles' integer sums first (one broadcast per activation group), then each
+            // tile's float step: per output the same block order as below. (`j % S` keeps the
+            // indices in bounds where this branch is dead, S < 4.)
+            // SAFETY: every pointer is inside block `i` of a stream tile or column 0's element
+            // `a[0]`, as below.
+            unsafe {
+                let mut acc = [[[I::acc_new(a[0].nysum); 1]; R]; GEMV_STREAMS];
+                let b = [&streams[0][i], &streams[1 % S][i], &streams[2 % S][i], &streams[3 % S][i]];
+                I::block_words_s4::<R>(&mut acc, b, a[0]);
+                for ((sumf, acc), b) in sumf.iter_mut().zip(acc.iter()).zip(b) {
+                    for (h, row) in acc.iter().enumerate() {
+                        let d = I::scales(b.d.as_ptr().add(I::LANES * h));
+                        sumf[h][0] = I::fstep(sumf[h][0], d, a[0].d, I::isum(row[0], a[0].nysum));
+                    }
+                }
+            }
+            continue;
+        }
         for (j, (sumf, blocks)) in sumf.iter_mut().zip(streams.iter()).enumerate() {
             let b = &blocks[i];
             if NC >= PF_MIN_COLS {
@@ -286,6 +326,8 @@ fn prefetch_block(b: &BlockX16) {
 /// 32768 73% -> 96% (two and eight streams were worse than four at every k). Tiles of several
 /// columns are compute-bound and keep one stream.
 pub(crate) const GEMV_STREAMS: usize = 4;
+// Isa::block_words_s4 takes exactly GEMV_STREAMS tiles.
+const _: () = assert!(GEMV_STREAMS == 4);
 
 /// Blocks per row (k / 128) from which a gemv reads [`GEMV_STREAMS`] row tiles side by side:
 /// k >= 16384 (the measurements at [`GEMV_STREAMS`]); shorter rows read one tile at a time. The

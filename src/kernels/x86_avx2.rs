@@ -97,6 +97,18 @@ impl Isa for Avx2 {
             }
         }
     }
+    /// The gemv's four tiles share each broadcast ([`block_16x1_s4`]).
+    const SHARED_S4: bool = true;
+    #[inline(always)]
+    unsafe fn block_words_s4<const R: usize>(acc: &mut [[[Acc16; 1]; R]; 4], b: [&BlockX16; 4], a: &Q8Half) {
+        debug_assert_eq!(R, 2);
+        // SAFETY: R == 2 at this level (16 rows in two 8-lane vectors), so the cast is to the
+        // same type; the rest is forwarded.
+        unsafe {
+            let acc = &mut *(acc as *mut [[[Acc16; 1]; R]; 4]).cast::<[[[Acc16; 1]; 2]; 4]>();
+            block_16x1_s4(acc, b, a);
+        }
+    }
     #[inline(always)]
     unsafe fn bcast(p: *const i8) -> __m256i {
         // SAFETY: the caller passes 4 readable bytes.
@@ -236,6 +248,106 @@ unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) 
         }
     }
     *acc = [[c00, c01, c02, c03], [c10, c11, c12, c13]].map(|r| r.map(|s| Acc16 { s }));
+}
+
+/// The `asm!` of one slot of a [`vec_16x1_s4`]: the codes `{v} & 3` into temporary `$u`, times
+/// broadcast group `$y`, added to accumulator `$c`.
+macro_rules! slot_16x1_s4 {
+    ($u:literal, $y:literal, $c:ident) => {
+        concat!(
+            "vpand {",
+            $u,
+            "}, {v}, {m}\n",
+            "vpmaddubsw {",
+            $u,
+            "}, {",
+            $u,
+            "}, {",
+            $y,
+            "}\n",
+            "vpaddw {",
+            stringify!($c),
+            "}, {",
+            stringify!($c),
+            "}, {",
+            $u,
+            "}\n",
+        )
+    };
+}
+
+/// The `asm!` of one 8-row vector of a [`block_16x1_s4`] word: loaded from byte `$off` of word
+/// `$q`, then slot by slot ([`slot_16x1_s4`], with a 2-bit shift in place between slots) into the
+/// vector's accumulator `$c`.
+macro_rules! vec_16x1_s4 {
+    ($q:ident, $off:literal, $c:ident) => {
+        concat!(
+            "vmovdqu {v}, ymmword ptr [{",
+            stringify!($q),
+            "} + ",
+            $off,
+            "]\n",
+            slot_16x1_s4!("u", "y0", $c),
+            "vpsrlw {v}, {v}, 2\n",
+            slot_16x1_s4!("t", "y1", $c),
+            "vpsrlw {v}, {v}, 2\n",
+            slot_16x1_s4!("u", "y2", $c),
+            "vpsrlw {v}, {v}, 2\n",
+            slot_16x1_s4!("t", "y3", $c),
+        )
+    };
+}
+
+/// One block of four row tiles side by side (the gemv's streams) against one column: per word,
+/// the column's four activation groups are broadcast once and meet both 8-row vectors of all four
+/// tiles (8 `vpmaddubsw` + 8 `vpaddw` per tile, as [`words`]; 1 broadcast per tile-word instead
+/// of 4). The integer sums are those of [`words`] per tile: one int16 accumulator per 8-row
+/// vector and block, the same products (the module's bound). On Zen 3 a broadcast from memory
+/// takes a vector ALU pipe, and the gemv is bound by those pipes (README, "Decode at the memory
+/// limit"): this word runs 33 vector instructions per tile-word where [`words`] runs 36.
+/// Registers: 8 accumulators, 4 broadcasts, the mask and 3 temporaries (all 16 ymm).
+///
+/// # Safety
+/// AVX2 available; every `b[j]` and `a` valid.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block_16x1_s4(acc: &mut [[[Acc16; 1]; 2]; 4], b: [&BlockX16; 4], a: &Q8Half) {
+    let [[[c00], [c01]], [[c10], [c11]], [[c20], [c21]], [[c30], [c31]]] = *acc;
+    let [mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31] =
+        [c00.s, c01.s, c10.s, c11.s, c20.s, c21.s, c30.s, c31.s];
+    let m = _mm256_set1_epi8(0x03);
+    for w in 0..8 {
+        // SAFETY: reads the 64 bytes of word `w` (w < 8) of each block and bytes 16w .. 16w + 16
+        // of the column's 128 values; register-only otherwise. AVX2 is enabled by the caller.
+        unsafe {
+            core::arch::asm!(
+                "vpbroadcastd {y0}, dword ptr [{a}]",
+                "vpbroadcastd {y1}, dword ptr [{a} + 4]",
+                "vpbroadcastd {y2}, dword ptr [{a} + 8]",
+                "vpbroadcastd {y3}, dword ptr [{a} + 12]",
+                vec_16x1_s4!(q0, "0", c00),
+                vec_16x1_s4!(q0, "32", c01),
+                vec_16x1_s4!(q1, "0", c10),
+                vec_16x1_s4!(q1, "32", c11),
+                vec_16x1_s4!(q2, "0", c20),
+                vec_16x1_s4!(q2, "32", c21),
+                vec_16x1_s4!(q3, "0", c30),
+                vec_16x1_s4!(q3, "32", c31),
+                a = in(reg) a.qs.as_ptr().add(16 * w),
+                q0 = in(reg) b[0].qs[w].as_ptr(),
+                q1 = in(reg) b[1].qs[w].as_ptr(),
+                q2 = in(reg) b[2].qs[w].as_ptr(),
+                q3 = in(reg) b[3].qs[w].as_ptr(),
+                m = in(ymm_reg) m,
+                y0 = out(ymm_reg) _, y1 = out(ymm_reg) _, y2 = out(ymm_reg) _, y3 = out(ymm_reg) _,
+                v = out(ymm_reg) _, u = out(ymm_reg) _, t = out(ymm_reg) _,
+                c00 = inout(ymm_reg) c00, c01 = inout(ymm_reg) c01, c10 = inout(ymm_reg) c10, c11 = inout(ymm_reg) c11,
+                c20 = inout(ymm_reg) c20, c21 = inout(ymm_reg) c21, c30 = inout(ymm_reg) c30, c31 = inout(ymm_reg) c31,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+    }
+    *acc = [[c00, c01], [c10, c11], [c20, c21], [c30, c31]].map(|t| t.map(|s| [Acc16 { s }]));
 }
 
 /// X16 x Q8_K, one column (decode), 16 rows per tile.
