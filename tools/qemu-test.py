@@ -2,7 +2,7 @@
 """Cross-compiles the test suite for aarch64-unknown-linux-gnu (statically) and runs it under
 qemu-aarch64-static for several CPU models, plus the C programs tests/c/abi_smoke.c and
 tests/c/fork_smoke.c (load, fork, load) linked statically against the aarch64 libggml_t2p.a.
-Installs what is missing first (Debian; NOTES.md section 6; tools/toolchain.py).
+Installs what is missing first (Debian; tools/toolchain.py; README: the aarch64 cross build).
 
 The first two tests of tests/c_abi.rs, which build those programs on the host, cannot run there:
 they are left out by name (reported as SKIP) and the static programs run instead; the third,

@@ -77,7 +77,7 @@ PATCH = os.path.join(ROOT, "patches", "ggml-t2p.patch")
 TARGETS = ["llama-bench", "llama-perplexity", "llama-simple"]
 TEXT_CAP = 1 << 18          # 256 KiB of text is plenty for -c 128 --chunks 3 and well beyond
 
-# qemu CPU models -> the -march level a binary for them must not exceed (NOTES.md §6: max has dotprod
+# qemu CPU models -> the -march level a binary for them must not exceed (qemu's models: max has dotprod
 # and i8mm, neoverse-n1 and cortex-a76 dotprod only, cortex-a72 neither)
 QEMU_ARCH = {
     "max": "armv8.6-a+dotprod+i8mm",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Installs what the host tests, the llama.cpp builds (native and aarch64 cross) and the aarch64
-cross tests need on a Debian 12 machine (NOTES.md section 6), only what is missing, with apt-get
-(as root, or through sudo).
+cross tests need on a Debian 12 machine (README, "Building llama.cpp with ggml-t2p": the aarch64
+cross build), only what is missing, with apt-get (as root, or through sudo).
 
 Run it (`python3 tools/toolchain.py [--host-only] [--llvm]`), or import it for its functions, as
 the project's tools do (`tools/test-all.py`, `tools/qemu-test.py`, `tools/t2p.py`,
@@ -172,7 +172,7 @@ def main():
                     "make, g++ and git for building llama.cpp with the plugin; python3-pip for "
                     "tools/make-test-model.py; rustc-web, libstd-rust-web-dev:arm64, the aarch64 GNU toolchain "
                     "and qemu-user-static for the aarch64 tests and the cross build (not with --host-only); with "
-                    "--llvm also llvm-19 (llvm-mca-19) for tools/cycle-model.py. Debian 12 (NOTES.md section 6).")
+                    "--llvm also llvm-19 (llvm-mca-19) for tools/cycle-model.py. Debian 12.")
     ap.add_argument("--host-only", action="store_true", help="leave out the aarch64 toolchain and qemu")
     ap.add_argument("--llvm", action="store_true", help="also llvm-19 (llvm-mca-19)")
     args = ap.parse_args()

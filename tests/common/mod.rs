@@ -80,8 +80,8 @@ pub fn same_bytes<T: Pod>(a: &[T], b: &[T]) -> bool {
 /// what every output is held against). A named level the CPU lacks is a failure, not a skip.
 pub fn levels() -> Vec<KernelLevel> {
     let all: Vec<KernelLevel> = KernelLevel::ALL.into_iter().filter(|l| l.is_available()).collect();
-    match std::env::var("GGML_T2P_TEST_LEVELS") {
-        Ok(names) if !names.is_empty() => names
+    match narrowing() {
+        Some(names) => names
             .split(',')
             .map(|n| {
                 let l = KernelLevel::from_name(n.trim())
@@ -90,8 +90,19 @@ pub fn levels() -> Vec<KernelLevel> {
                 l
             })
             .collect(),
-        _ => all,
+        None => all,
     }
+}
+
+/// The level names of `GGML_T2P_TEST_LEVELS` when it is set and not empty (it then narrows
+/// [`levels`]).
+fn narrowing() -> Option<String> {
+    std::env::var("GGML_T2P_TEST_LEVELS").ok().filter(|v| !v.is_empty())
+}
+
+/// Whether `GGML_T2P_TEST_LEVELS` narrows [`levels`] (so the reference level may be left out).
+pub fn levels_narrowed() -> bool {
+    narrowing().is_some()
 }
 
 /// Every kernel level this machine can run on `layout`, portable first.
