@@ -240,9 +240,14 @@ fn oracle_class() {
         (8, 5120, &[1, 2, 5, 8, 13]),
         (4, 17408, &[1, 4, 7, 65]),
         (4100, 256, &[1, 3, 8, 13]),
-        // long rows: the x86 gemv reads four row tiles side by side (k >= 16384), then the
-        // leftover tiles (7 = 4 + 3, the last one partial) one by one
+        // long rows: the x86 gemv reads four row tiles side by side (the VNNI levels from
+        // k >= 16384, avx2 at every k), then the leftover tiles (7 = 4 + 3, the last one partial)
+        // one by one
         (100, 16384, &[1, 2, 9]),
+        // the avx2 gemv's four row tiles side by side on random weights (the shapes above that
+        // reach them at avx2 draw constant weights): 8 tiles, two groups of four, the last tile
+        // partial (116 = 7 * 16 + 4)
+        (116, 640, &[1]),
     ];
     let weights = [Weights::Ternary, Weights::AllZero, Weights::ConstPlus, Weights::ConstMinus, Weights::Code3];
     let scales = [Scales::Typical, Scales::Max, Scales::Subnormal, Scales::Negative, Scales::Mixed];

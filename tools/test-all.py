@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The project's test command (README.md; .ci/run calls it with --require-all): installs what is
 missing, runs the host test suite (every kernel level this CPU has, natively; the bindgen ABI check;
-the C programs), rustfmt and clippy (also for Windows and macOS targets), checks that the benchmarks
-and tools build, runs the tool tests, the C programs built for Windows (MinGW-w64) under Wine, then
-the x86-64 levels this CPU lacks under an emulator and the aarch64 build under qemu.
+the C programs), rustfmt, clippy (also for Windows and macOS targets) and rustdoc (no warnings: no
+broken links in the API docs), checks that the benchmarks and tools build, runs the tool tests, the
+C programs built for Windows (MinGW-w64) under Wine, then the x86-64 levels this CPU lacks under an
+emulator and the aarch64 build under qemu.
 
 Every stage prints "== <stage>", then "-- <stage>: PASS (<seconds> s)"; a stage that cannot run says
 "SKIP: <stage>: <reason>"; a failing stage prints "-- <stage>: FAIL (...)", the summary, and exits
@@ -201,6 +202,11 @@ def main():
                   lambda: sh(["cargo", "clippy", "--quiet", "--all-targets", "--features", "abi-check", "--", "-D", "warnings"]))
     else:
         run.skip("host: clippy", True, "cargo clippy is not installed (rustup component add clippy)")
+    # the API docs, private items included, build without a warning (an intra-doc link that names
+    # nothing, a bad code block): rustdoc comes with every toolchain that has cargo
+    run.stage("host: rustdoc --document-private-items (-D warnings)",
+              lambda: sh(["cargo", "doc", "--quiet", "--no-deps", "--document-private-items"],
+                         env={"RUSTDOCFLAGS": "-D warnings"}))
 
     # the Windows and macOS code paths compile and pass clippy (no linking)
     for t in OTHER_TARGETS:

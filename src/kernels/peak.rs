@@ -192,9 +192,9 @@ mod x86 {
         }
     }
 
-    /// Not inlined: a function of its own, without the jump table of [`Probe::run`]'s `match`, so
-    /// that `tests/amx_calls.rs` can follow the control flow of every function with tile
-    /// instructions (it refuses indirect jumps).
+    /// Not inlined: a function of its own, without the jump table of [`super::Probe::run`]'s
+    /// `match`, so that `tests/amx_calls.rs` can follow the control flow of every function with
+    /// tile instructions (it refuses indirect jumps).
     ///
     /// # Safety
     /// The CPU must have AMX-TILE and AMX-INT8 with the tile state enabled and permitted

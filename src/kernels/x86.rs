@@ -212,8 +212,8 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
         }
         if I::SHARED_S4 && NC == 1 && S == GEMV_STREAMS {
             // The four tiles' integer sums first (one broadcast per activation group), then each
-            // tile's float step: per output the same block order as below. (`j % S` keeps the
-            // indices in bounds where this branch is dead, S < 4.)
+            // tile's float step: per output the same block order as below. (`1 % S`, `2 % S` and
+            // `3 % S` keep the indices in bounds where this branch is dead, S < 4.)
             // SAFETY: every pointer is inside block `i` of a stream tile or column 0's element
             // `a[0]`, as below.
             unsafe {

@@ -13,7 +13,9 @@
 //!
 //! One int16 register per (8 rows, column) accumulator: a 16-row x 4-column tile holds 8 of them,
 //! and its words run in `block_16x4`'s `asm!`, which keeps them and the decoding in the 16 ymm
-//! registers (the float sums wait in memory during a block).
+//! registers (the float sums wait in memory during a block). The gemv's four row tiles side by
+//! side hold 8 too (one per tile and 8-row vector), in `block_16x1_s4`'s `asm!`, which broadcasts
+//! each activation group once for the four tiles.
 //!
 //! ## What bounds it
 //! AVX2 has no multiply-accumulate into int32: each `vpmaddubsw` (32 multiply-adds) needs a
@@ -26,8 +28,12 @@
 //! to Ice Lake client) need at least 26 cycles for the 78 (62% of their 2 `vpmaddubsw` per cycle);
 //! Haswell issues `vpmaddubsw` once per cycle, so its own limit is the bound there. On a Zen 3 the
 //! same loop ran at 67-76% of the limit, 78-95% with half of its `vpaddw` left out, 70-78% with
-//! its codes loaded already decoded: the adds bound it there, not the decoding or the broadcasts
-//! (README, "Which level `auto` picks"); the kernel reaches 39-63%.
+//! its codes loaded already decoded; on a later, quieter day 68-69%, and 76-77% with the
+//! activations taken pre-broadcast as memory operands (a broadcast from memory takes a vector ALU
+//! pipe there): every vector instruction counts, the adds most (README, "Which level `auto`
+//! picks"). The kernel reaches 39-63%; a gemm that broadcasts each activation block once for 16
+//! row tiles was no faster, a gemv that shares the broadcasts of its four tiles was (README,
+//! "Decode at the memory limit").
 
 use super::act_pack::Q8Half;
 use super::operands::Job;
@@ -101,9 +107,9 @@ impl Isa for Avx2 {
     const SHARED_S4: bool = true;
     #[inline(always)]
     unsafe fn block_words_s4<const R: usize>(acc: &mut [[[Acc16; 1]; R]; 4], b: [&BlockX16; 4], a: &Q8Half) {
-        debug_assert_eq!(R, 2);
-        // SAFETY: R == 2 at this level (16 rows in two 8-lane vectors), so the cast is to the
-        // same type; the rest is forwarded.
+        const { assert!(R == 2) };
+        // SAFETY: R == 2 (16 rows in two 8-lane vectors, checked at compile time), so the cast
+        // is to the same type; the rest is forwarded.
         unsafe {
             let acc = &mut *(acc as *mut [[[Acc16; 1]; R]; 4]).cast::<[[[Acc16; 1]; 2]; 4]>();
             block_16x1_s4(acc, b, a);
@@ -250,7 +256,7 @@ unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) 
     *acc = [[c00, c01, c02, c03], [c10, c11, c12, c13]].map(|r| r.map(|s| Acc16 { s }));
 }
 
-/// The `asm!` of one slot of a [`vec_16x1_s4`]: the codes `{v} & 3` into temporary `$u`, times
+/// The `asm!` of one slot of a `vec_16x1_s4` vector: the codes `{v} & 3` into temporary `$u`, times
 /// broadcast group `$y`, added to accumulator `$c`.
 macro_rules! slot_16x1_s4 {
     ($u:literal, $y:literal, $c:ident) => {
