@@ -318,9 +318,8 @@ macro_rules! vec_16x1_s4 {
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn block_16x1_s4(acc: &mut [[[Acc16; 1]; 2]; 4], b: [&BlockX16; 4], a: &Q8Half) {
-    let [[[c00], [c01]], [[c10], [c11]], [[c20], [c21]], [[c30], [c31]]] = *acc;
-    let [mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31] =
-        [c00.s, c01.s, c10.s, c11.s, c20.s, c21.s, c30.s, c31.s];
+    let [[mut c00, mut c01], [mut c10, mut c11], [mut c20, mut c21], [mut c30, mut c31]] =
+        acc.map(|t| t.map(|r| r[0].s));
     let m = _mm256_set1_epi8(0x03);
     for w in 0..8 {
         // SAFETY: reads the 64 bytes of word `w` (w < 8) of each block and bytes 16w .. 16w + 16
