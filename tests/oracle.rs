@@ -271,6 +271,15 @@ fn oracle_class() {
             }
         }
     }
+    // random weights through tiles of 2 and 3 columns (avx2: `block_16x2`, `block_16x3`, and a
+    // 3-column tile for the last columns of 7 = 4 + 3), whose widths the rotation above only
+    // meets with constant weights or at other levels: 3 row tiles, the last one partial
+    for n_cols in [2usize, 3, 7] {
+        let act = acts(&mut rng, n_cols, 640, Acts::Quantized);
+        let src = Source::Pq2(pq2_rows(&mut rng, 36, 640, Weights::Ternary, Scales::Mixed));
+        outputs += check_case("pq2_0 Ternary Mixed Quantized", 36, 640, n_cols, &src, &act);
+        cases += 1;
+    }
     // every weight kind x every scale kind x every activation kind on one small shape
     for w in weights {
         for s in scales {

@@ -48,6 +48,14 @@ pub(crate) trait Isa {
     /// ([`GEMV_STREAMS_MIN_BLOCKS`] unless the level measured otherwise).
     const STREAMS_MIN_BLOCKS: usize = GEMV_STREAMS_MIN_BLOCKS;
 
+    /// The narrowest tile that prefetches its weights ([`PF_BLOCKS`]; [`PF_MIN_COLS`] unless the
+    /// level measured otherwise).
+    const PF_MIN_COLS: usize = PF_MIN_COLS;
+    /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
+    /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
+    /// tile (twice); default: no (not measured for the level).
+    const TAIL3: bool = false;
+
     /// Loads `4 * LANES` bytes (unaligned).
     unsafe fn load(p: *const u8) -> Self::V;
     /// The four slot operands of a word vector, slot `s` holding group `4w + s`: the codes, or
@@ -231,7 +239,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
         }
         for (j, (sumf, blocks)) in sumf.iter_mut().zip(streams.iter()).enumerate() {
             let b = &blocks[i];
-            if NC >= PF_MIN_COLS {
+            if NC >= I::PF_MIN_COLS {
                 // the weights PF_BLOCKS blocks ahead, into the job's next tile at a tile's end
                 if let Some(ahead) = job_blocks.get((t0 + j) * nb + i + PF_BLOCKS) {
                     prefetch_block(ahead);
@@ -279,7 +287,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
     }
 }
 
-/// Blocks ahead of the current one whose weights a tile of [`PF_MIN_COLS`] or more columns prefetches (software
+/// Blocks ahead of the current one whose weights a tile of [`Isa::PF_MIN_COLS`] or more columns prefetches (software
 /// prefetch, every cache line of the block; past the end of a row tile into the job's next tile).
 /// Without it, tiles of 2 to 16 columns over a matrix that comes from DRAM ran at 36-74% of their
 /// issue limit where the same tiles in cache ran at 88-90%: the next blocks' loads wait in the
@@ -294,7 +302,8 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
 /// 59-61% / 59-61% / 54-61% (without 32-42% / 37-42% / 48-50% / 53-56% / 59-61%).
 pub(crate) const PF_BLOCKS: usize = 8;
 
-/// The narrowest tile that prefetches ([`PF_BLOCKS`]). In llama.cpp (`llama-batched-bench`, the
+/// The narrowest tile that prefetches ([`PF_BLOCKS`]) unless a level measured otherwise
+/// ([`Isa::PF_MIN_COLS`]). In llama.cpp (`llama-batched-bench`, the
 /// synthetic 8B, 32 generated tokens per sequence, interleaved rounds against the same build
 /// without the prefetch, tokens/s of generation) 4 parallel sequences (4-column tiles) gained
 /// 38-49% (1 thread 16.1, 16.1 -> 22.4, 22.0; 2 threads 26.6, 26.0, 25.5, 26.8 -> 35.8, 39.1, 38.1,
@@ -338,7 +347,8 @@ pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
 /// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks, then the job's last tiles (all of them for
 /// shorter rows) one by one. Several columns: for each row tile, columns in tiles of `NC`,
-/// then 4, 2, 1 for the rest (each smaller tile only when `NC` is larger).
+/// then 4, 3 (where [`Isa::TAIL3`]), 2, 1 for the rest (each smaller tile only when `NC` is
+/// larger).
 ///
 /// # Safety
 /// As [`tiles`] for every tile of the job.
@@ -371,6 +381,10 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
             if NC > 4 && c0 + 4 <= job.n_cols {
                 tiles::<I, R, 4, 1>(job, t, c0);
                 c0 += 4;
+            }
+            if I::TAIL3 && NC > 3 && c0 + 3 <= job.n_cols {
+                tiles::<I, R, 3, 1>(job, t, c0);
+                c0 += 3;
             }
             if NC > 2 && c0 + 2 <= job.n_cols {
                 tiles::<I, R, 2, 1>(job, t, c0);

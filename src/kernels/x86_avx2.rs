@@ -13,7 +13,8 @@
 //!
 //! One int16 register per (8 rows, column) accumulator: a 16-row x 4-column tile holds 8 of them,
 //! and its words run in `block_16x4`'s `asm!`, which keeps them and the decoding in the 16 ymm
-//! registers (the float sums wait in memory during a block). The gemv's four row tiles side by
+//! registers (the float sums wait in memory during a block); tiles of 2 and 3 columns (small
+//! batches, and a gemm's last columns) run the same `asm!` with fewer columns (`block_16xn`). The gemv's four row tiles side by
 //! side hold 8 too (one per tile and 8-row vector), in `block_16x1_s4`'s `asm!`, which broadcasts
 //! each activation group once for the four tiles.
 //!
@@ -67,6 +68,24 @@ impl Isa for Avx2 {
     /// 14.3-18.1 GB/s), four 55-78%. (The VNNI levels, measured on a Zen 4, lose with four tiles
     /// below k = 16384: [`super::x86::GEMV_STREAMS`].)
     const STREAMS_MIN_BLOCKS: usize = 0;
+    /// The last 3 columns in one 3-column tile ([`block_16x3`]). With the 2- and 3-column tiles
+    /// in `asm!` (`block_16xn!`) and prefetching (below), on a Zen 3 (2026-12-03,
+    /// `examples/levels --cols 1,2,...,8 --reps 5`, 1 thread, best of 5, against the same
+    /// command before, where 2 columns ran [`words`] and 3 columns a 2- and a 1-column tile),
+    /// microseconds per call: 4096x4096 2 columns 350 -> 311, 3 columns 541 -> 439 (4 columns:
+    /// 527); 17408x5120 2218 -> 1845 and 3228 -> 2459 (4: 2834); 5120x17408 2316 -> 1816 and
+    /// 3254 -> 2483 (4: 2856). In llama.cpp (`llama-batched-bench`, the synthetic 8B, 32 tokens
+    /// per sequence, 3 interleaved rounds, tokens/s of generation, medians): 2 sequences 10.71 ->
+    /// 13.07 on 1 thread and 19.48 -> 24.36 on 2; 3 sequences 10.63 -> 13.99 and 19.99 -> 25.87,
+    /// where 3 sequences had been slower than 4 (15.45 and 29.4).
+    const TAIL3: bool = true;
+    /// Tiles of 2 and 3 columns prefetch too. On a Zen 3 (2026-12-03, `examples/levels` in a
+    /// private copy that times both in one process, 1 thread, best of 5, two runs), with the
+    /// prefetch against without: 2 columns 1.16-1.22x faster and 3 columns 1.04-1.09x on
+    /// matrices of 23.7 MB (17408x5120, 5120x17408) and 143 MB (65536x8192, 16384x32768), and
+    /// 0.98-1.00x on 4096x4096 (4.5 MB, in cache). (The VNNI levels' 2-column tiles showed no
+    /// gain in llama.cpp: [`super::x86::PF_MIN_COLS`].)
+    const PF_MIN_COLS: usize = 2;
 
     #[inline(always)]
     unsafe fn load(p: *const u8) -> __m256i {
@@ -92,12 +111,21 @@ impl Isa for Avx2 {
         b: &BlockX16,
         a: &[&Q8Half; NC],
     ) {
-        // SAFETY: forwarded; 16 x 4 tiles go through `block_16x4`, whose reads are the same.
+        // SAFETY: forwarded; 16 x 2..4 tiles go through `block_16xN`, whose reads are the same
+        // (the casts are to the same types: R == 2 and NC == N).
         unsafe {
             if R == 2 && NC == 4 {
                 let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 4]; 2]>();
                 let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 4]>();
                 block_16x4(acc, b, a);
+            } else if R == 2 && NC == 3 {
+                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 3]; 2]>();
+                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 3]>();
+                block_16x3(acc, b, a);
+            } else if R == 2 && NC == 2 {
+                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 2]; 2]>();
+                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 2]>();
+                block_16x2(acc, b, a);
             } else {
                 words::<Self, R, NC>(acc, b, a)
             }
@@ -190,15 +218,10 @@ macro_rules! col_16x4 {
     };
 }
 
-/// The `asm!` of one slot of a [`block_16x4`] word: [`col_16x4`] for the 4 columns.
-macro_rules! slot_16x4 {
-    ($off:literal) => {
-        concat!(
-            col_16x4!(a0, c00, c10, $off),
-            col_16x4!(a1, c01, c11, $off),
-            col_16x4!(a2, c02, c12, $off),
-            col_16x4!(a3, c03, c13, $off),
-        )
+/// The `asm!` of one slot of a `block_16xN` word: [`col_16x4`] for each column `(a, c0, c1)`.
+macro_rules! slot_16xn {
+    ($off:literal; $(($a:ident, $c0:ident, $c1:ident)),+) => {
+        concat!($(col_16x4!($a, $c0, $c1, $off)),+)
     };
 }
 
@@ -209,52 +232,71 @@ macro_rules! next_slot_16x4 {
     };
 }
 
-/// One block of a 16-row x 4-column tile: for each word, its two 8-row vectors are loaded and
-/// decoded slot by slot (`and` with 3, then a 2-bit shift in place for the next slot), and each
-/// slot meets one broadcast of each column's group: 2 `vpmaddubsw` and 2 `vpaddw` per broadcast.
-/// Written as one `asm!` block per word so that the 8 accumulators, the two word vectors, the
-/// mask and 5 temporaries keep all 16 ymm registers without spilling (compiled from intrinsics,
-/// LLVM hoisted loads and decoding and spilled accumulators to the stack).
-///
-/// # Safety
-/// AVX2 available; `b` and every `a[c]` valid.
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn block_16x4(acc: &mut [[Acc16; 4]; 2], b: &BlockX16, a: &[&Q8Half; 4]) {
-    let [[mut c00, mut c01, mut c02, mut c03], [mut c10, mut c11, mut c12, mut c13]] = acc.map(|r| r.map(|x| x.s));
-    let m = _mm256_set1_epi8(0x03);
-    for w in 0..8 {
-        // SAFETY: reads the 64 bytes of word `w` of `b` and bytes 16w .. 16w + 16 of each column's
-        // 128 values (w < 8); register-only otherwise. AVX2 is enabled by the caller.
-        unsafe {
-            core::arch::asm!(
-                "vmovdqu {v0}, ymmword ptr [{q}]",
-                "vmovdqu {v1}, ymmword ptr [{q} + 32]",
-                "vpand {u0}, {v0}, {m}",
-                "vpand {u1}, {v1}, {m}",
-                slot_16x4!("0"),
-                next_slot_16x4!(),
-                slot_16x4!("4"),
-                next_slot_16x4!(),
-                slot_16x4!("8"),
-                next_slot_16x4!(),
-                slot_16x4!("12"),
-                q = in(reg) b.qs[w].as_ptr(),
-                a0 = in(reg) a[0].qs.as_ptr().add(16 * w),
-                a1 = in(reg) a[1].qs.as_ptr().add(16 * w),
-                a2 = in(reg) a[2].qs.as_ptr().add(16 * w),
-                a3 = in(reg) a[3].qs.as_ptr().add(16 * w),
-                m = in(ymm_reg) m,
-                v0 = out(ymm_reg) _, v1 = out(ymm_reg) _, u0 = out(ymm_reg) _, u1 = out(ymm_reg) _,
-                y = out(ymm_reg) _, p = out(ymm_reg) _,
-                c00 = inout(ymm_reg) c00, c01 = inout(ymm_reg) c01, c02 = inout(ymm_reg) c02, c03 = inout(ymm_reg) c03,
-                c10 = inout(ymm_reg) c10, c11 = inout(ymm_reg) c11, c12 = inout(ymm_reg) c12, c13 = inout(ymm_reg) c13,
-                options(pure, readonly, nostack, preserves_flags),
-            );
+/// Declares `block_16xN`, one block of a 16-row x N-column tile, for the columns listed as
+/// `(index, pointer, accumulator of rows 0..8, accumulator of rows 8..16)`: for each word, its
+/// two 8-row vectors are loaded and decoded slot by slot (`and` with 3, then a 2-bit shift in
+/// place for the next slot), and each slot meets one broadcast of each column's group: 2
+/// `vpmaddubsw` and 2 `vpaddw` per broadcast. One `asm!` block per word keeps the 2N
+/// accumulators, the two word vectors, the mask and 5 temporaries in the 16 ymm registers without
+/// spilling (N <= 4; compiled from intrinsics, LLVM hoisted loads and decoding and spilled
+/// accumulators to the stack for 4 columns, and ran 2 and 3 columns at 37-47% of the issue limit).
+macro_rules! block_16xn {
+    ($(#[$doc:meta])* $name:ident, $n:literal, $(($i:literal, $a:ident, $c0:ident, $c1:ident)),+) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// AVX2 available; `b` and every `a[c]` valid.
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        unsafe fn $name(acc: &mut [[Acc16; $n]; 2], b: &BlockX16, a: &[&Q8Half; $n]) {
+            $(let (mut $c0, mut $c1) = (acc[0][$i].s, acc[1][$i].s);)+
+            let m = _mm256_set1_epi8(0x03);
+            for w in 0..8 {
+                // SAFETY: reads the 64 bytes of word `w` of `b` and bytes 16w .. 16w + 16 of each
+                // column's 128 values (w < 8); register-only otherwise. AVX2 is enabled by the
+                // caller.
+                unsafe {
+                    core::arch::asm!(
+                        "vmovdqu {v0}, ymmword ptr [{q}]",
+                        "vmovdqu {v1}, ymmword ptr [{q} + 32]",
+                        "vpand {u0}, {v0}, {m}",
+                        "vpand {u1}, {v1}, {m}",
+                        slot_16xn!("0"; $(($a, $c0, $c1)),+),
+                        next_slot_16x4!(),
+                        slot_16xn!("4"; $(($a, $c0, $c1)),+),
+                        next_slot_16x4!(),
+                        slot_16xn!("8"; $(($a, $c0, $c1)),+),
+                        next_slot_16x4!(),
+                        slot_16xn!("12"; $(($a, $c0, $c1)),+),
+                        q = in(reg) b.qs[w].as_ptr(),
+                        $($a = in(reg) a[$i].qs.as_ptr().add(16 * w),)+
+                        m = in(ymm_reg) m,
+                        v0 = out(ymm_reg) _, v1 = out(ymm_reg) _, u0 = out(ymm_reg) _, u1 = out(ymm_reg) _,
+                        y = out(ymm_reg) _, p = out(ymm_reg) _,
+                        $($c0 = inout(ymm_reg) $c0, $c1 = inout(ymm_reg) $c1,)+
+                        options(pure, readonly, nostack, preserves_flags),
+                    );
+                }
+            }
+            $((acc[0][$i], acc[1][$i]) = (Acc16 { s: $c0 }, Acc16 { s: $c1 });)+
         }
-    }
-    *acc = [[c00, c01, c02, c03], [c10, c11, c12, c13]].map(|r| r.map(|s| Acc16 { s }));
+    };
 }
+
+block_16xn!(
+    /// One block of a 16-row x 4-column tile (the gemm's tile; see `block_16xn!`).
+    block_16x4, 4, (0, a0, c00, c10), (1, a1, c01, c11), (2, a2, c02, c12), (3, a3, c03, c13)
+);
+block_16xn!(
+    /// One block of a 16-row x 3-column tile (a batch of 3 columns, or the last 3 of a gemm's
+    /// columns: [`Isa::TAIL3`]; see `block_16xn!`).
+    block_16x3, 3, (0, a0, c00, c10), (1, a1, c01, c11), (2, a2, c02, c12)
+);
+block_16xn!(
+    /// One block of a 16-row x 2-column tile (a batch of 2 columns, or the last 2 of a gemm's
+    /// columns; see `block_16xn!`).
+    block_16x2, 2, (0, a0, c00, c10), (1, a1, c01, c11)
+);
 
 /// The `asm!` of one slot of a `vec_16x1_s4` vector: the codes `{v} & 3` into temporary `$u`, times
 /// broadcast group `$y`, added to accumulator `$c`.
