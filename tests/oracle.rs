@@ -271,9 +271,10 @@ fn oracle_class() {
             }
         }
     }
-    // random weights through tiles of 2 and 3 columns (avx2: `block_16x2`, `block_16x3`, and a
-    // 3-column tile for the last columns of 7 = 4 + 3), whose widths the rotation above only
-    // meets with constant weights or at other levels: 3 row tiles, the last one partial
+    // random PQ2_0 weights through tiles of 2 and 3 columns (avx2: `block_16x2`, `block_16x3`,
+    // and a 3-column tile for the last columns of 7 = 4 + 3; the rotation above meets 3 and 7
+    // columns with random PTQ1_0 weights, but PQ2_0 ones only constant): 3 row tiles, the last
+    // one partial
     for n_cols in [2usize, 3, 7] {
         let act = acts(&mut rng, n_cols, 640, Acts::Quantized);
         let src = Source::Pq2(pq2_rows(&mut rng, 36, 640, Weights::Ternary, Scales::Mixed));
@@ -314,7 +315,8 @@ fn row_range_splits() {
         PackedWeights::x16(&x16, n_rows, k).unwrap(),
     ];
     let mut runs = 0;
-    for n_cols in [1usize, 6, 9] {
+    // 3 and 7 columns end in a 3-column tile at avx2 (`Isa::TAIL3`)
+    for n_cols in [1usize, 3, 6, 7, 9] {
         let act = acts(&mut rng, n_cols, k, Acts::Quantized);
         let a = Activations::new(&act, n_cols, k).unwrap();
         for pw in &mats {

@@ -310,7 +310,8 @@ pub(crate) const PF_BLOCKS: usize = 8;
 /// 36.2) and 8 sequences 10-22% (2 threads 34.5, 34.9, 33.8, 36.8 -> 39.9, 41.5, 41.2, 40.5), while
 /// 2 sequences showed no gain: 1 thread 18.2, 16.6 -> 18.2, 18.9; 2 threads 27.9, 29.4 -> 25.7,
 /// 26.4 with the prefetch at 2 columns, inside this host's noise (builds that differ only in tiles
-/// of 4 or more columns gave 24.8, 23.3 and 27.3, 26.8 there). So 2-column tiles do not prefetch.
+/// of 4 or more columns gave 24.8, 23.3 and 27.3, 26.8 there). So 2-column tiles do not prefetch at
+/// the VNNI levels (`avx2`'s own value, measured with its `asm!` tiles of 2 and 3 columns, is 2).
 pub(crate) const PF_MIN_COLS: usize = 4;
 
 /// Prefetches the 544 bytes of `b` into L1 (`prefetcht0`, a hint: never faults).

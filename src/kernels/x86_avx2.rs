@@ -14,9 +14,9 @@
 //! One int16 register per (8 rows, column) accumulator: a 16-row x 4-column tile holds 8 of them,
 //! and its words run in `block_16x4`'s `asm!`, which keeps them and the decoding in the 16 ymm
 //! registers (the float sums wait in memory during a block); tiles of 2 and 3 columns (small
-//! batches, and a gemm's last columns) run the same `asm!` with fewer columns (`block_16xn`). The gemv's four row tiles side by
-//! side hold 8 too (one per tile and 8-row vector), in `block_16x1_s4`'s `asm!`, which broadcasts
-//! each activation group once for the four tiles.
+//! batches, and a gemm's last columns) run the same `asm!` with fewer columns (`block_16xn!`).
+//! The gemv's four row tiles side by side hold 8 too (one per tile and 8-row vector), in
+//! `block_16x1_s4`'s `asm!`, which broadcasts each activation group once for the four tiles.
 //!
 //! ## What bounds it
 //! AVX2 has no multiply-accumulate into int32: each `vpmaddubsw` (32 multiply-adds) needs a
@@ -237,7 +237,7 @@ macro_rules! next_slot_16x4 {
 /// two 8-row vectors are loaded and decoded slot by slot (`and` with 3, then a 2-bit shift in
 /// place for the next slot), and each slot meets one broadcast of each column's group: 2
 /// `vpmaddubsw` and 2 `vpaddw` per broadcast. One `asm!` block per word keeps the 2N
-/// accumulators, the two word vectors, the mask and 5 temporaries in the 16 ymm registers without
+/// accumulators, the two word vectors, the mask and 4 temporaries in the 16 ymm registers without
 /// spilling (N <= 4; compiled from intrinsics, LLVM hoisted loads and decoding and spilled
 /// accumulators to the stack for 4 columns, and ran 2 and 3 columns at 37-47% of the issue limit).
 macro_rules! block_16xn {
@@ -407,7 +407,7 @@ pub(crate) unsafe fn gemv_x16_16x1_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
     unsafe { gemm_x16::<Avx2, 2, 1>(job) }
 }
 
-/// X16 x Q8_K, several columns: 16 rows x 4 columns per tile (then 2, 1).
+/// X16 x Q8_K, several columns: 16 rows x 4 columns per tile (then one of 3, 2 or 1).
 ///
 /// # Safety
 /// AVX2, FMA and F16C available; `job` validated by `gemm_raw`.
