@@ -74,7 +74,7 @@ impl Isa for Avx2 {
     /// command before, where 2 columns ran [`words`] and 3 columns a 2- and a 1-column tile),
     /// microseconds per call: 4096x4096 2 columns 350 -> 311, 3 columns 541 -> 439 (4 columns:
     /// 527); 17408x5120 2218 -> 1845 and 3228 -> 2459 (4: 2834); 5120x17408 2316 -> 1816 and
-    /// 3254 -> 2483 (4: 2856). In llama.cpp (`llama-batched-bench`, the synthetic 8B, 32 tokens
+    /// 3254 -> 2483 (4: 2895). In llama.cpp (`llama-batched-bench`, the synthetic 8B, 32 tokens
     /// per sequence, 3 interleaved rounds, tokens/s of generation, medians): 2 sequences 10.71 ->
     /// 13.07 on 1 thread and 19.48 -> 24.36 on 2; 3 sequences 10.63 -> 13.99 and 19.99 -> 25.87,
     /// where 3 sequences had been slower than 4 (15.45 and 29.4).
@@ -239,7 +239,8 @@ macro_rules! next_slot_16x4 {
 /// `vpmaddubsw` and 2 `vpaddw` per broadcast. One `asm!` block per word keeps the 2N
 /// accumulators, the two word vectors, the mask and 4 temporaries in the 16 ymm registers without
 /// spilling (N <= 4; compiled from intrinsics, LLVM hoisted loads and decoding and spilled
-/// accumulators to the stack for 4 columns, and ran 2 and 3 columns at 37-47% of the issue limit).
+/// accumulators to the stack for 4 columns, and the intrinsics' 2-column tile, and 3 columns as a
+/// 2- and a 1-column tile, ran at 37-47% of the issue limit).
 macro_rules! block_16xn {
     ($(#[$doc:meta])* $name:ident, $n:literal, $(($i:literal, $a:ident, $c0:ident, $c1:ident)),+) => {
         $(#[$doc])*
