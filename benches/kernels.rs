@@ -16,7 +16,7 @@
 //!   quantizer and the SIMD one of each level this CPU has, both roundings.
 //! - With a SIMD level (aarch64: dotprod/i8mm on T2P; x86-64: AVX2/AVX-VNNI/AVX-512 VNNI on X16),
 //!   for every level this CPU has: `gemv_dram/*` (131072 x 32768, 1.14 GB of weights streamed
-//!   from DRAM), `gemv/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
+//!   from DRAM), `gemv/*`, `gemm2/*`, `gemm3/*`, `gemm4/*`, `gemm64/*` on the Bonsai 2 27B shapes (rows x k:
 //!   5120 x 17408, 17408 x 5120, 5120 x 6144, 6144 x 5120), gemv on 1 thread and on all threads,
 //!   gemm on all threads; and (aarch64) `ptq1_0/*` native vs via T2P.
 //!
@@ -346,7 +346,9 @@ fn bench_simd(c: &mut Criterion) {
 
     // Bonsai 2 27B matmul shapes (rows x k)
     let shapes = [(5120, 17408), (17408, 5120), (5120, 6144), (6144, 5120)];
-    for (group, n_cols) in [("gemv", 1usize), ("gemm4", 4), ("gemm64", 64)] {
+    // gemm2/gemm3: small batches (2 or 3 sequences, short speculative drafts; on avx2 their own
+    // tiles, README "Small batches on `avx2`")
+    for (group, n_cols) in [("gemv", 1usize), ("gemm2", 2), ("gemm3", 3), ("gemm4", 4), ("gemm64", 64)] {
         let mut g = c.benchmark_group(group);
         g.sample_size(10);
         for &layout in &layouts {

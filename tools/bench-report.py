@@ -98,7 +98,8 @@ def main() -> int:
 
     header = ["benchmark", "threads", "median", "weight GB/s", "Gweights/s or GMAC/s", "share of limit"]
     out = []
-    order = ["read_bw", "issue_limit", "gemv_dram", "gemv", "gemm4", "gemm64", "reference", "repack", "ptq1_0"]
+    order = ["read_bw", "issue_limit", "gemv_dram", "gemv", "gemm2", "gemm3", "gemm4", "gemm64", "reference", "repack",
+             "ptq1_0"]
     rows.sort(key=lambda r: (order.index(r["group"]) if r["group"] in order else 99, r["function"], r["param"]))
     for r in rows:
         name = f'{r["group"]}/{r["function"]}/{r["param"]}'
