@@ -111,23 +111,24 @@ impl Isa for Avx2 {
         b: &BlockX16,
         a: &[&Q8Half; NC],
     ) {
-        // SAFETY: forwarded; 16 x 2..4 tiles go through `block_16xN`, whose reads are the same
-        // (the casts are to the same types: R == 2 and NC == N).
+        // Block `b` through `$f`, the tile of `$n` columns: only where R == 2 and NC == $n (the
+        // match below), so the casts are to the same types.
+        macro_rules! tile {
+            ($n:literal, $f:ident) => {
+                $f(
+                    &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; $n]; 2]>(),
+                    b,
+                    &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; $n]>(),
+                )
+            };
+        }
+        // SAFETY: forwarded; 16 x 2..4 tiles go through `block_16xN`, whose reads are the same.
         unsafe {
-            if R == 2 && NC == 4 {
-                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 4]; 2]>();
-                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 4]>();
-                block_16x4(acc, b, a);
-            } else if R == 2 && NC == 3 {
-                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 3]; 2]>();
-                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 3]>();
-                block_16x3(acc, b, a);
-            } else if R == 2 && NC == 2 {
-                let acc = &mut *(acc as *mut [[Acc16; NC]; R]).cast::<[[Acc16; 2]; 2]>();
-                let a = &*(a as *const [&Q8Half; NC]).cast::<[&Q8Half; 2]>();
-                block_16x2(acc, b, a);
-            } else {
-                words::<Self, R, NC>(acc, b, a)
+            match (R, NC) {
+                (2, 4) => tile!(4, block_16x4),
+                (2, 3) => tile!(3, block_16x3),
+                (2, 2) => tile!(2, block_16x2),
+                _ => words::<Self, R, NC>(acc, b, a),
             }
         }
     }
