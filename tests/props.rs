@@ -54,7 +54,7 @@ proptest! {
         }).collect();
         let mut t2p = vec![BlockT2p::default(); n_rows / 4 * k / QK];
         repack_pq2_0_to_t2p(&src, n_rows, k, &mut t2p).unwrap();
-        // every code sits where NOTES.md §3 says
+        // every code sits where docs/formats.md §5 says
         let nb = k / QK;
         for r in 0..n_rows {
             for i in 0..nb {
@@ -174,9 +174,10 @@ proptest! {
     }
 }
 
-/// Digit `n` of every byte value at every qs/qh position decodes by the formula of NOTES.md §1,
+/// Digit `n` of every byte value at every qs/qh position decodes by the formula of docs/formats.md §2,
 /// both as written (`((q * 3^n mod 256) * 3) >> 8`) and in compare form (`(v >= 86) + (v >= 171)`),
-/// through the block's element map, the PTQ1_0x4 rearrangement and the PQ2_0 code conversion.
+/// through the block's element map, the PTQ1_0x4 rearrangement, the PQ2_0 code conversion and the
+/// direct PTQ1_0 -> X16 lanes.
 #[test]
 fn ptq1_0_digits_all_bytes_all_positions() {
     let mut checked = 0usize;
@@ -198,6 +199,8 @@ fn ptq1_0_digits_all_bytes_all_positions() {
             let digits = b.digits();
             let pq2 = ptq1_0_to_pq2_0(&b);
             let x4 = BlockPtq1_0x4::from_rows([&b, &b, &b, &b]);
+            // the X16 repack's own decode (lanes straight from the digits, no PQ2_0 step)
+            let x16 = BlockX16::from_ptq1_0_rows([&b; 16]);
             let values: Vec<[i8; 128]> =
                 (0..4).map(|r| ggml_t2p::kernels::scalar::ptq1_0x4_row_values(&x4, r)).collect();
             let ndig = if pos < 24 { 5 } else { 4 };
@@ -212,6 +215,9 @@ fn ptq1_0_digits_all_bytes_all_positions() {
                 let want = ptq1_0_digit(q, n as u32);
                 assert_eq!(digits[e], want, "byte {q} position {pos} digit {n} element {e}");
                 assert_eq!(pq2.code(e), want);
+                for r in 0..16 {
+                    assert_eq!(x16.code(r, e), want, "X16 row {r}");
+                }
                 for vals in &values {
                     assert_eq!(vals[e], want as i8 - 1);
                 }

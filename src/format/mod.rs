@@ -3,7 +3,7 @@
 //!
 //! Every type is `#[repr(C)]`, has no padding, and accepts any bit pattern, so a byte buffer of
 //! the right length and alignment can be viewed as a slice of blocks ([`cast_blocks`]).
-//! Sizes and field offsets are checked at compile time against NOTES.md §1 and §3.
+//! Sizes and field offsets are checked at compile time against docs/formats.md.
 
 mod pq2_0;
 mod ptq1_0;
@@ -12,7 +12,7 @@ mod t2p;
 mod x16;
 
 pub use pq2_0::BlockPq2_0;
-pub use ptq1_0::{ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS};
+pub use ptq1_0::{ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS, TRIT_BYTES};
 pub use q8_k::BlockQ8K;
 pub use t2p::{t2p_position, BlockT2p, SPREAD};
 pub use x16::{transpose_2bit_4x4, x16_position, BlockX16, X16_ROWS, ZERO_ROW};

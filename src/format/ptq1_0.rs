@@ -1,5 +1,5 @@
 //! PTQ1_0: 128 ternary weights in 28 bytes, five base-3 digits (trits) per byte
-//! (NOTES.md §1; ggml type 143 in PrismML's newer fork), and PTQ1_0x4, our load-time
+//! (docs/formats.md §2; ggml type 143 in PrismML's newer fork), and PTQ1_0x4, our load-time
 //! rearrangement of four rows' blocks that keeps every byte (1.75 bits per weight).
 
 use core::mem::{offset_of, size_of};
@@ -8,7 +8,7 @@ use half::f16;
 /// Digit `n` (0..=4) of a PTQ1_0 byte `q`: `((uint8)(q * 3^n) * 3) >> 8`, a value 0..=2.
 ///
 /// Equivalently, for `v = q * 3^n mod 256`, the digit is `(v >= 86) + (v >= 171)` (the form the
-/// NEON kernels use). Source: NOTES.md §1, checked against the fork's `dequantize_row_ptq1_0` by the
+/// NEON kernels use). Source: docs/formats.md §2, checked against the fork's `dequantize_row_ptq1_0` by the
 /// golden vectors.
 #[inline]
 pub const fn ptq1_0_digit(q: u8, n: u32) -> u8 {
@@ -31,9 +31,27 @@ pub static TRITS: [[u8; 5]; 256] = {
     t
 };
 
+/// `TRIT_BYTES[q]`: the five digits of byte `q` spread one per byte, digit `n` in byte `n` of the
+/// `u64` (bytes 5..8 zero). Shifting entries by `2s` and OR-ing four of them packs four digits
+/// into each byte, as 2-bit codes: the load-time repacks ([`BlockPtq1_0::pq2_0_qs`],
+/// [`BlockPtq1_0::x16_lanes`]) build eight or more code bytes per lookup this way.
+pub static TRIT_BYTES: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut q = 0;
+    while q < 256 {
+        let mut n = 0;
+        while n < 5 {
+            t[q] |= (ptq1_0_digit(q as u8, n as u32) as u64) << (8 * n);
+            n += 1;
+        }
+        q += 1;
+    }
+    t
+};
+
 /// One PTQ1_0 block: `qs[24]`, `qh[2]`, then the fp16 scale `d` last.
 ///
-/// Weight `e` (0..128) is `(digit - 1) * d`, the digit taken as follows (NOTES.md §1):
+/// Weight `e` (0..128) is `(digit - 1) * d`, the digit taken as follows (docs/formats.md §2):
 /// - `e < 80`: digit `e / 16` of `qs[e % 16]`;
 /// - `80 <= e < 120`: digit `(e - 80) / 8` of `qs[16 + (e - 80) % 8]`;
 /// - `120 <= e`: digit `(e - 120) / 2` of `qh[(e - 120) % 2]`.
@@ -85,6 +103,76 @@ impl BlockPtq1_0 {
         assert!(e < 128);
         let (i, n) = ptq1_0_element_source(e);
         ptq1_0_digit(self.byte(i), n)
+    }
+
+    /// The 32 PQ2_0 code bytes of this block's 128 weights (a digit is the PQ2_0 code of the same
+    /// weight; weight `j` at bits `2 * (j % 4)` of byte `j / 4`): `BlockPq2_0::from_codes(d,
+    /// &self.digits()).qs`, built 8 and 16 bytes at a time through [`TRIT_BYTES`].
+    ///
+    /// Byte `m` of `qs[0..16]` holds weights `16n + m` (digit `n`), so the four bytes `4g..4g+4`
+    /// give code byte `4n + g` for each `n`; byte `m` of `qs[16..24]` holds weights `80 + 8n + m`,
+    /// so bytes `16 + 4g..+4` give code byte `20 + 2n + g`; `qh[h]` holds weights `120 + 2n + h`
+    /// (code bytes 30 and 31).
+    #[inline]
+    pub fn pq2_0_qs(&self) -> [u8; 32] {
+        let t = |q: u8| TRIT_BYTES[usize::from(q)];
+        let quad = |b: &[u8]| t(b[0]) | t(b[1]) << 2 | t(b[2]) << 4 | t(b[3]) << 6;
+        let mut out = [0u8; 32];
+        for g in 0..4 {
+            let acc = quad(&self.qs[4 * g..4 * g + 4]);
+            for n in 0..5 {
+                out[4 * n + g] = (acc >> (8 * n)) as u8;
+            }
+        }
+        for g in 0..2 {
+            let acc = quad(&self.qs[16 + 4 * g..20 + 4 * g]);
+            for n in 0..5 {
+                out[20 + 2 * n + g] = (acc >> (8 * n)) as u8;
+            }
+        }
+        // byte n of u: digit n of qh[0] | digit n of qh[1] << 2; code byte 30 = digits 0 and 1,
+        // 31 = digits 2 and 3 (u | u >> 4 puts byte n + 1 in the high half of byte n)
+        let u = t(self.qh[0]) | t(self.qh[1]) << 2;
+        let u = u | u >> 4;
+        out[30] = u as u8;
+        out[31] = (u >> 16) as u8;
+        out
+    }
+
+    /// This block as the row's eight X16 lanes, one little-endian `u32` per word (`BlockX16` word
+    /// `w`, bytes `4r..4r+4` for row `r`): lane byte `b`, bits `2s..2s+1` hold the code of weight
+    /// `16w + 4s + b`. The same bytes as the X16 repack of [`BlockPtq1_0::pq2_0_qs`], built
+    /// without the PQ2_0 step.
+    ///
+    /// Words 0..5 are digit `w` of `qs[0..16]` (byte `m` = weight `16w + m`); words 5, 6 and 7
+    /// take digits 0-1, 2-3 and 4 of `qs[16..24]` (weights `80 + 8n + m`), word 7's high half the
+    /// four digits of `qh` (weights `120 + 2n + h`).
+    #[inline]
+    pub fn x16_lanes(&self) -> [u32; 8] {
+        let t = |q: u8| TRIT_BYTES[usize::from(q)];
+        let q = &self.qs;
+        // lo[b], byte n: lane byte b of word n (n < 5); hi[b], bytes 0, 2, 4: of words 5, 6, 7
+        let lo: [u64; 4] = core::array::from_fn(|b| t(q[b]) | t(q[4 + b]) << 2 | t(q[8 + b]) << 4 | t(q[12 + b]) << 6);
+        let hi: [u64; 4] = core::array::from_fn(|b| {
+            // byte n: digit n of qs[16 + b] | of qs[20 + b] << 2; a | a >> 4 pairs digits 0-1,
+            // 2-3 and 4 into bytes 0, 2 and 4
+            let a = t(q[16 + b]) | t(q[20 + b]) << 2;
+            a | a >> 4
+        });
+        let byte = |x: u64, n: usize| ((x >> (8 * n)) & 0xFF) as u32;
+        let lane = |x: &[u64; 4], n: usize| (0..4).fold(0, |l, b| l | byte(x[b], n) << (8 * b));
+        let mut l = [0u32; 8];
+        for (n, w) in l[..5].iter_mut().enumerate() {
+            *w = lane(&lo, n);
+        }
+        for (n, w) in l[5..].iter_mut().enumerate() {
+            *w = lane(&hi, 2 * n);
+        }
+        // weight 120 + 2n + h is word 7's slot 2 + n / 2 of lane byte 2 * (n % 2) + h
+        let (h0, h1) = (t(self.qh[0]), t(self.qh[1]));
+        let pair = |d: u64, x: usize, y: usize| byte(d, x) << 4 | byte(d, y) << 6;
+        l[7] |= pair(h0, 0, 2) | pair(h1, 0, 2) << 8 | pair(h0, 1, 3) << 16 | pair(h1, 1, 3) << 24;
+        l
     }
 
     /// All 128 digits in element order (through [`TRITS`]; the same as [`BlockPtq1_0::digit`]

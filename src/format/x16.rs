@@ -1,9 +1,9 @@
 //! X16: sixteen PQ2_0 rows of one 128-weight block in 544 bytes, laid out for x86's `vpdpbusd`
 //! (AVX-VNNI, AVX-512 VNNI) and `vpmaddubsw` (AVX2): every 32-bit lane of a 64-byte word belongs
 //! to ONE row, so lane `r` of every product accumulates row `r` and no cross-lane reduction is
-//! ever needed (issue 8; NOTES.md §5b).
+//! ever needed (docs/formats.md §7).
 
-use super::BlockPq2_0;
+use super::{BlockPq2_0, BlockPtq1_0};
 use core::mem::{offset_of, size_of};
 use half::f16;
 
@@ -80,14 +80,40 @@ impl BlockX16 {
     /// become its eight lanes, one 2-bit transpose ([`transpose_2bit_4x4`]) per lane.
     pub fn from_rows(rows: [&BlockPq2_0; X16_ROWS]) -> Self {
         let mut out = BlockX16::default();
+        out.set_rows(rows);
+        out
+    }
+
+    /// [`BlockX16::from_rows`] written into `self` (every byte overwritten).
+    #[inline]
+    pub fn set_rows(&mut self, rows: [&BlockPq2_0; X16_ROWS]) {
         for (r, src) in rows.iter().enumerate() {
-            out.d[r] = src.d;
+            self.d[r] = src.d;
             for w in 0..8 {
                 let x = u32::from_le_bytes([src.qs[4 * w], src.qs[4 * w + 1], src.qs[4 * w + 2], src.qs[4 * w + 3]]);
-                out.qs[w][4 * r..4 * r + 4].copy_from_slice(&transpose_2bit_4x4(x).to_le_bytes());
+                self.qs[w][4 * r..4 * r + 4].copy_from_slice(&transpose_2bit_4x4(x).to_le_bytes());
             }
         }
+    }
+
+    /// Packs sixteen PTQ1_0 blocks (rows 0..16 of one 128-weight block): the same block as
+    /// [`BlockX16::from_rows`] of their PQ2_0 forms (a digit is the code of the same weight, the
+    /// scale the same fp16), each row's lanes built directly ([`BlockPtq1_0::x16_lanes`]).
+    pub fn from_ptq1_0_rows(rows: [&BlockPtq1_0; X16_ROWS]) -> Self {
+        let mut out = BlockX16::default();
+        out.set_ptq1_0_rows(rows);
         out
+    }
+
+    /// [`BlockX16::from_ptq1_0_rows`] written into `self` (every byte overwritten).
+    #[inline]
+    pub fn set_ptq1_0_rows(&mut self, rows: [&BlockPtq1_0; X16_ROWS]) {
+        for (r, src) in rows.iter().enumerate() {
+            self.d[r] = src.d;
+            for (w, lane) in src.x16_lanes().iter().enumerate() {
+                self.qs[w][4 * r..4 * r + 4].copy_from_slice(&lane.to_le_bytes());
+            }
+        }
     }
 
     /// The exact inverse of [`BlockX16::from_rows`]: row `r`'s PQ2_0 block.
