@@ -759,7 +759,7 @@ void buffer_set_tensor(ggml_backend_buffer_t, ggml_tensor * tensor, const void *
 // the repack writes (and so faults) them: with THP in "madvise" mode (Debian's and Ubuntu's
 // default) they are 4 KiB pages otherwise; in "always" mode this changes nothing; in "never" mode
 // the kernel ignores it. MADV_HUGEPAGE changes no contents, and a refusal (EINVAL on a kernel
-// without THP) is only counted for the log. Measured in README ("Decode at the memory limit").
+// without THP) is only counted for the log. Measured in docs/results.md ("Huge pages").
 void advise_huge_pages(void * base, size_t size) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (!config().huge_pages || base == nullptr) {

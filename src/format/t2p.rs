@@ -1,5 +1,5 @@
 //! T2P: four PQ2_0 rows of one 128-column block in 136 bytes, reordered so a slot of a 16-byte
-//! word is a `sdot`/`smmla` operand after one `and` (NOTES.md §3, seeds/ciot-readme-long.txt).
+//! word is a `sdot`/`smmla` operand after one `and` (docs/formats.md §5).
 
 use super::BlockPq2_0;
 use core::mem::{offset_of, size_of};

@@ -1,6 +1,6 @@
 //! The scalar reference: the definitions every kernel in this crate must equal bit for bit.
 //!
-//! These functions follow the fork's reference C code (NOTES.md §1-§2; the golden vectors in
+//! These functions follow the fork's reference C code (docs/formats.md, docs/numerics.md; the golden vectors in
 //! `tests/golden/` (see its README) were produced by that code and are checked against these in `tests/golden.rs`).
 //! They favour obviousness over speed and work on the original (not repacked) formats.
 
@@ -57,21 +57,29 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     f64::from_bits(bits | 1) as f32
 }
 
+/// The rounding magic `1.5 * 2^23 = 12582912.0` (bits `0x4B40_0000`), the one definition used
+/// by every file of the crate. Adding it to an `f32` `v` with `|v| < 2^22` leaves `round(v)`
+/// (to nearest, ties to even) in the low 23 mantissa bits, offset by `2^22` (ggml's `nearest_int`,
+/// [`nearest_int_scaled`], the Q8_K quantizers); conversely an int32 `isum` with `|isum| < 2^22`
+/// added to its bits reads as the float `12582912 + isum`, so one subtraction gives
+/// `(float) isum` (the ARM kernels' accumulator seeds, `kernels::act_pack::MAGIC`).
+pub const ROUNDING_MAGIC: f32 = 12_582_912.0;
+
 /// ggml's `nearest_int`: round to nearest, ties to even, for `|v| <= 4194303`, by adding
-/// `1.5 * 2^23` and reading the mantissa bits. Outside that range it returns the same garbage the
+/// `1.5 * 2^23` ([`ROUNDING_MAGIC`]) and reading the mantissa bits. Outside that range it returns the same garbage the
 /// C code does (the fork asserts only in debug builds), e.g. `-4194304` for an infinity.
 ///
 /// `fused` selects whether `scale * x + 12582912.0` is one fused operation (GCC's contraction).
 #[inline]
 pub fn nearest_int_scaled(scale: f32, x: f32, contract: Contract) -> i32 {
-    let v = contract.mul_add(scale, x, 12_582_912.0);
+    let v = contract.mul_add(scale, x, ROUNDING_MAGIC);
     (v.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
 }
 
 /// Dequantizes PQ2_0 blocks: `y[128 i + j] = (code_ij - 1) * fp32(d_i)`.
 ///
 /// Shapes: `y.len() == 128 * x.len()`. A zero code times a negative `d` gives `-0.0`, as in C.
-/// Source: the fork's `dequantize_row_pq2_0` (NOTES.md §1).
+/// Source: the fork's `dequantize_row_pq2_0` (docs/formats.md §1).
 ///
 /// # Errors
 /// [`Error::Shape`] if the lengths disagree.
@@ -91,7 +99,7 @@ pub fn dequantize_row_pq2_0(x: &[BlockPq2_0], y: &mut [f32]) -> Result<(), Error
 /// Dequantizes PTQ1_0 blocks: `y[128 i + e] = (digit_ie - 1) * fp32(d_i)`.
 ///
 /// Shapes: `y.len() == 128 * x.len()`. Source: the fork's `dequantize_row_ptq1_0` and the digit
-/// formula and element order of NOTES.md §1.
+/// formula and element order of docs/formats.md §2.
 ///
 /// # Errors
 /// [`Error::Shape`] if the lengths disagree.
@@ -109,7 +117,7 @@ pub fn dequantize_row_ptq1_0(x: &[BlockPtq1_0], y: &mut [f32]) -> Result<(), Err
 }
 
 /// Quantizes one row of `k = 256 * y.len()` floats to Q8_K exactly as the fork's
-/// `quantize_row_q8_K_ref` does (NOTES.md §1):
+/// `quantize_row_q8_K_ref` does (docs/formats.md §3):
 ///
 /// - `max` is the first element with the largest `|x|` (sign kept);
 /// - if that `|x|` is 0, the block gets `d = +0`, `qs = 0`, and its `bsums` are **left as they
@@ -184,7 +192,7 @@ pub fn q8k_half(a: &[BlockQ8K], i: usize) -> (&[i8], f32) {
     (&blk.qs[QK * (i % 2)..QK * (i % 2) + QK], blk.d)
 }
 
-/// Accumulates one 128-weight block into `sumf` with the stock formula (NOTES.md §2):
+/// Accumulates one 128-weight block into `sumf` with the stock formula (docs/numerics.md §1):
 /// `sumf = fma(fp32(d) * d_y, (float) isum, sumf)`, the product `d * d_y` rounded first.
 #[inline]
 pub fn accumulate_block(sumf: f32, d: f32, dy: f32, isum: i32, contract: Contract) -> f32 {
@@ -205,7 +213,7 @@ fn check_dot_shape(n_blocks: usize, a: &[BlockQ8K]) -> Result<(), Error> {
 /// zero-padded to a multiple of 256, see [`quantize_row_q8_k_padded`]). For each block `i`,
 /// `isum = sum_j (code_ij - 1) * q8_j` over half `i % 2` of Q8_K block `i / 2`, then
 /// `sumf = fma(fp32(d_i) * d_y, (float) isum, sumf)` in block order from `sumf = +0`.
-/// Source: the fork's `ggml_vec_dot_pq2_0_q8_K_generic` (NOTES.md §2); `contract` as in
+/// Source: the fork's `ggml_vec_dot_pq2_0_q8_K_generic` (docs/numerics.md §1); `contract` as in
 /// [`Contract`] (the fork on ARM is `Fused`).
 ///
 /// # Errors

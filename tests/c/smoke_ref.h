@@ -1,6 +1,6 @@
 /*
  * What the C test programs share: the two block types as the ABI sees them, a check counter, a
- * fixed pseudo-random sequence, and a C rendering of the reference formula of NOTES.md for one
+ * fixed pseudo-random sequence, and a C rendering of the reference formula of docs/numerics.md for one
  * PQ2_0 row against one Q8_K column:
  *   sumf = fmaf(fp16_to_f32(w.d) * a.d, (float) isum, sumf)   per 128-weight block, in order,
  * with isum the exact sum of (code - 1) * q over the block (codes 0..3, code 3 counting as 2).
