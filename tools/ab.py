@@ -12,7 +12,7 @@ Before the first round it reports the machine's load (load average, cores, and t
 2 s just before the runs) and warns when other work plus the runs' threads oversubscribe the cores:
 llama-bench threads spin at barriers, so a busy machine slows both columns, unequally.
 A run that dies by a signal is named (e.g. SIGILL) with, when gdb is installed (or the log has a
-backtrace), the function and instruction where it died; see README "When a run crashes".
+backtrace), the function and instruction where it died; see docs/building.md, "When a run crashes".
 
 Every run uses -mmp 0 (no mmap; --mmap to keep llama-bench's default) and -v, which makes llama-bench
 show ggml's INFO lines, the plugin's among them. After the table, one line per configuration says what
@@ -60,7 +60,7 @@ def parser():
                          "EMULATED (they measure the emulator, not the kernels)")
     ap.add_argument("--out", metavar="DIR", help="keep each run's JSON and log there (default: a temporary directory)")
     ap.add_argument("--mmap", action="store_true",
-                    help="run with mmap (-mmp 1) instead of -mmp 0; see README on when mmap costs memory")
+                    help="run with mmap (-mmp 1) instead of -mmp 0; see docs/architecture.md on when mmap costs memory")
     return ap
 
 

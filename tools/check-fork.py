@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent  # the ggml-t2p checkout
-DEFAULT_PATCH = ROOT / "patches" / "ggml-t2p.patch"
+DEFAULT_PATCH = Path(tc.PATCH)
 IS_WINDOWS = platform.system() == "Windows"
 
 # llama.cpp options that keep the configure to ggml (unknown ones only draw a CMake warning).
@@ -97,28 +97,14 @@ def find_ggml_dir(tree: Path, directory: str | None) -> Path | None:
     return None
 
 
-def git_env(tree: Path) -> dict:
-    """Keeps git from treating an enclosing repository as the tree's (a plain tree inside one)."""
-    env = dict(os.environ)
-    env["GIT_CEILING_DIRECTORIES"] = str(tree.parent)
-    return env
-
-
 def step_apply(st: Step, tree: Path, rel: str, patch: Path, git: str, logf: Path) -> None:
+    """git apply the patch in TREE (t2p_common.apply_patch; every git command goes to the log LOGF),
+    or find it applied already; fills ST."""
     # The patch names ggml/src/...; -p2 drops "a/ggml", --directory puts ggml's place back.
-    base = [git, "apply", "-p2"] + ([f"--directory={rel}"] if rel not in ("", ".") else [])
-    env = git_env(tree)
+    args = ["-p2"] + ([f"--directory={rel}"] if rel not in ("", ".") else [])
     t0 = time.monotonic()
-    rc, out = run(base + ["--check", str(patch)], tree, logf, env)
-    if rc == 0:
-        rc, out = run(base + [str(patch)], tree, logf, env)
-        st.status, st.detail = ("ok", "applied") if rc == 0 else ("FAIL", tail(out))
-    else:
-        rc_rev, _ = run(base + ["--reverse", "--check", str(patch)], tree, logf, env)
-        if rc_rev == 0:
-            st.status, st.detail = "ok", "already applied"
-        else:
-            st.status, st.detail = "FAIL", tail(out)
+    state, _, out = tc.apply_patch(tree, patch, args, git, run=lambda cmd, cwd, env: run(cmd, cwd, logf, env))
+    st.status, st.detail = ("ok", state) if state in ("applied", "already applied") else ("FAIL", tail(out))
     st.seconds = time.monotonic() - t0
 
 

@@ -10,7 +10,7 @@ Python and numpy included), and written atomically (a temporary file renamed at 
 
 Source formats (value of a weight = (code - 1) * d, d an fp16 scale, codes 0..3 = -1, 0, +1, +2):
   PQ2_0   128 weights, 34 B: d, then qs[32]; weight j = bits 2*(j%4) of qs[j/4].
-  PTQ1_0  128 weights, 28 B: qs[24], qh[2], d last; base-3 digits (codes 0..2), NOTES.md section 1.
+  PTQ1_0  128 weights, 28 B: qs[24], qh[2], d last; base-3 digits (codes 0..2), docs/formats.md section 2.
   TQ2_0   256 weights, 66 B: qs[64], then d; weight 128n + 32l + m = bits 2l of qs[32n + m].
 Q2_K (256 weights, 84 B: scales[16], qs[64], fp16 d, fp16 dmin), as ggml's dequantize_row_q2_K reads
 it: weight e = 128n + 32j + l (n 0..1, j 0..3, l 0..31) has q = bits 2j of qs[32n + l] and
@@ -85,6 +85,7 @@ import time
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
+import t2p_gguf  # noqa: E402
 
 
 # ggml type ids
@@ -97,11 +98,6 @@ Q4_0_BYTES = 18
 LLAMA_FTYPE_MOSTLY_Q4_0 = 2
 LLAMA_FTYPE_MOSTLY_Q2_K = 10
 
-GGUF_MAGIC = b"GGUF"
-# GGUF metadata value types -> fixed sizes (8 = string and 9 = array are variable)
-VT_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-VT_STRING, VT_ARRAY = 8, 9
-VT_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 CHUNK_WEIGHTS = 1 << 22      # weights per processing chunk (bounds memory: ~100 MiB of temporaries)
 COPY_CHUNK = 16 << 20        # bytes per read/write when copying a tensor unchanged
@@ -126,102 +122,15 @@ def need_packages(install):
 # GGUF header (read ourselves: gguf 0.19's reader rejects type ids 142/143)
 # ---------------------------------------------------------------------------
 
-class Cursor:
-    """Sequential reader over the start of a file; grows its buffer as parsing needs."""
-
-    def __init__(self, f):
-        self.f = f
-        self.buf = bytearray()
-        self.pos = 0
-
-    def need(self, n):
-        while len(self.buf) < self.pos + n:
-            more = self.f.read(max(1 << 20, self.pos + n - len(self.buf)))
-            if not more:
-                raise ValueError("truncated GGUF header")
-            self.buf += more
-
-    def take(self, n):
-        self.need(n)
-        b = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return b
-
-    def unpack(self, fmt):
-        n = struct.calcsize(fmt)
-        self.need(n)
-        v = struct.unpack_from(fmt, self.buf, self.pos)
-        self.pos += n
-        return v
-
-    def skip(self, n):
-        self.need(n)
-        self.pos += n
-
-
-class TensorInfo:
-    def __init__(self, name, dims, ttype, offset):
-        self.name, self.dims, self.ttype, self.offset = name, dims, ttype, offset
-        self.n = math.prod(dims)
-        self.nbytes = None        # exact size when the type is known
-        self.span = None          # bytes up to the next tensor (or the end of the file)
-
-
-class GGUFFile:
-    """Header of a GGUF v2/v3 file: raw metadata entries, tensor infos, data offset."""
+class GGUFFile(t2p_gguf.Header):
+    """Header of a GGUF v2/v3 file (t2p_gguf.Header: raw metadata entries, tensor infos, data
+    offset), with each tensor's exact size (nbytes) where its type is known here. ValueError as
+    Header's, and when a tensor's ne0 is not a multiple of its block or it does not fit before the
+    next one."""
 
     def __init__(self, path):
-        self.path = path
-        self.size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            c = Cursor(f)
-            if c.take(4) != GGUF_MAGIC:
-                raise ValueError("not a GGUF file (bad magic)")
-            (self.version,) = c.unpack("<I")
-            if self.version not in (2, 3):
-                raise ValueError(f"GGUF version {self.version} not supported (2 or 3)")
-            n_t, n_kv = c.unpack("<QQ")
-            self.kv = []          # (key, raw bytes of the whole entry, value type, scalar or None)
-            for _ in range(n_kv):
-                start = c.pos
-                (klen,) = c.unpack("<Q")
-                key = c.take(klen).decode("utf-8")
-                (vt,) = c.unpack("<I")
-                value = None
-                if vt in VT_FMT:
-                    (value,) = c.unpack(VT_FMT[vt])
-                elif vt == VT_STRING:
-                    (n,) = c.unpack("<Q")
-                    value = c.take(n).decode("utf-8", "replace")
-                elif vt == VT_ARRAY:
-                    at, n = c.unpack("<IQ")
-                    if at == VT_STRING:
-                        for _ in range(n):
-                            (sl,) = c.unpack("<Q")
-                            c.skip(sl)
-                    elif at in VT_SIZE:
-                        c.skip(n * VT_SIZE[at])
-                    else:
-                        raise ValueError(f"metadata {key}: array of unsupported type {at}")
-                else:
-                    raise ValueError(f"metadata {key}: unsupported value type {vt}")
-                self.kv.append((key, bytes(c.buf[start:c.pos]), vt, value))
-            self.tensors = []
-            for _ in range(n_t):
-                (nl,) = c.unpack("<Q")
-                name = c.take(nl).decode("utf-8")
-                (nd,) = c.unpack("<I")
-                dims = list(c.unpack(f"<{nd}Q"))
-                tt, off = c.unpack("<IQ")
-                self.tensors.append(TensorInfo(name, dims, tt, off))
-            meta = dict((k, v) for k, _, _, v in self.kv)
-            self.alignment = int(meta.get("general.alignment", 32))
-            self.data_start = align_up(c.pos, self.alignment)
-        self.meta = meta
-        ordered = sorted(self.tensors, key=lambda t: t.offset)
-        for i, t in enumerate(ordered):
-            end = ordered[i + 1].offset if i + 1 < len(ordered) else self.size - self.data_start
-            t.span = end - t.offset
+        super().__init__(path)
+        for t in self.tensors:
             size = type_size(t.ttype)
             if size is not None:
                 blk, bts = size
@@ -248,16 +157,6 @@ def type_name(ttype):
         return gguf.GGMLQuantizationType(ttype).name
     except ValueError:
         return f"type{ttype}"
-
-
-def align_up(n, a):
-    return (n + a - 1) // a * a
-
-
-def tensor_info_bytes(name, dims, ttype, offset):
-    nb = name.encode("utf-8")
-    return (struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(dims))
-            + b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", ttype, offset))
 
 
 # ---------------------------------------------------------------------------
@@ -626,23 +525,17 @@ def convert(args):
     new_ftype = LLAMA_FTYPE_MOSTLY_Q2_K if n_q2k else (LLAMA_FTYPE_MOSTLY_Q4_0 if n_conv else None)
     kv_out = []
     for key, raw, vt, value in src.kv:
-        if key == "general.file_type" and new_ftype is not None and vt in VT_FMT and value != new_ftype:
+        if key == "general.file_type" and new_ftype is not None and vt in t2p_gguf.VT_FMT and value != new_ftype:
             klen = struct.unpack_from("<Q", raw)[0]
-            kv_out.append(raw[:8 + klen + 4] + struct.pack(VT_FMT[vt], new_ftype))
+            kv_out.append(raw[:8 + klen + 4] + struct.pack(t2p_gguf.VT_FMT[vt], new_ftype))
             print(f"  general.file_type: {value} -> {new_ftype}")
         else:
             kv_out.append(raw)
 
-    infos = []
-    off = 0
-    for t, o in plan:
-        nbytes = out_nbytes(t, o) if o is not None else (t.nbytes if t.nbytes is not None else t.span)
-        infos.append((t, o, off, nbytes))
-        off = align_up(off + nbytes, src.alignment)
-    meta = GGUF_MAGIC + struct.pack("<IQQ", src.version, len(infos), len(kv_out)) + b"".join(kv_out)
-    meta += b"".join(tensor_info_bytes(t.name, t.dims, o if o is not None else t.ttype, o_off)
-                     for t, o, o_off, _ in infos)
-    meta += bytes(align_up(len(meta), src.alignment) - len(meta))
+    sizes = [out_nbytes(t, o) if o is not None else (t.nbytes if t.nbytes is not None else t.span) for t, o in plan]
+    infos = [(t, o, off, nbytes) for (t, o), off, nbytes in zip(plan, t2p_gguf.place(sizes, src.alignment), sizes)]
+    meta = t2p_gguf.header_bytes(src.version, kv_out, [(t.name, t.dims, o if o is not None else t.ttype, o_off)
+                                                        for t, o, o_off, _ in infos], src.alignment)
     total_out = len(meta) + (infos[-1][2] + infos[-1][3] if infos else 0)
 
     check = not args.no_check
@@ -686,7 +579,7 @@ def convert(args):
             else:
                 done_in += t.nbytes or t.span
             if out:
-                pad = align_up(nbytes, src.alignment) - nbytes
+                pad = t2p_gguf.align_up(nbytes, src.alignment) - nbytes
                 if i + 1 < len(infos) and pad:
                     out.write(bytes(pad))
         if out:

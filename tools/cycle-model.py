@@ -9,7 +9,7 @@ Only cores that llvm-mca-19 schedules with their own model are reported: the too
 Cortex-A57 model, -mcpu=apple-m4 with the 2013 Cyclone model; both are refused).
 
 The model ignores memory bandwidth (decode is bandwidth-bound on real machines); it ranks
-instruction efficiency. See README.md "Benchmarks and the cycle model".
+instruction efficiency. See docs/benchmarks.md, "The cycle model".
 """
 
 import argparse
@@ -20,6 +20,10 @@ import re
 import shutil
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True   # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import t2p_common as tc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARM_TARGET = "aarch64-unknown-linux-gnu"
@@ -107,8 +111,6 @@ def ensure_tools(install):
         return
     if not install:
         sys.exit("cycle-model: llvm-mca-19 / the aarch64 toolchain not found (tools/toolchain.py), or run without --no-install")
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    sys.dont_write_bytecode = True   # no __pycache__ beside the tools
     import toolchain
     try:
         toolchain.ensure_aarch64(True)
@@ -425,8 +427,7 @@ def host_core():
         return None
     vendor = re.search(r"^vendor_id\s*:\s*(\S+)", info, re.M)
     family = re.search(r"^cpu family\s*:\s*(\d+)", info, re.M)
-    flags = set((re.search(r"^flags\s*:(.*)$", info, re.M) or re.match("()", "")).group(1).split())
-    if vendor and vendor.group(1) == "AuthenticAMD" and family and "avx512f" in flags:
+    if vendor and vendor.group(1) == "AuthenticAMD" and family and "avx512f" in tc.cpu_flags():
         return {25: "znver4", 26: "znver5"}.get(int(family.group(1)))
     return None
 
@@ -677,8 +678,7 @@ def main():
         here = host_core()
         measured = {}
         if not args.no_measure and here and here in x86_cores:
-            flags = set((open("/proc/cpuinfo").read().split("flags", 1)[1].split("\n", 1)[0]).split())
-            measured = measure_issue(flags)
+            measured = measure_issue(tc.cpu_flags())
             limits[here] = {op: m[0] for op, m in measured.items()}
         out["issue"] = {"modeled": {}, "measured": {here: measured} if measured else {}, "recorded": RECORDED_ISSUE}
         print(f"MAC issue rate per core cycle ({MICRO_CHAINS} independent chains): llvm-mca-19 model | measured")

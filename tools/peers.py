@@ -58,6 +58,7 @@ import time
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
+import t2p_gguf  # noqa: E402
 
 TOOL = "peers"
 
@@ -65,8 +66,8 @@ TOOL = "peers"
 FTYPE_FLOAT = {0: "F32", 1: "F16", 32: "BF16"}
 FTYPE_PQ2_0 = 141
 
-LEVELS_X86 = ["avx512vnni", "avxvnni", "avx2"]
-LEVELS_ARM = ["i8mm", "dotprod"]
+# the levels --configs accepts as ours-LEVEL by name (amx only through the ours-LEVEL expansion)
+NAMED_LEVELS = [lv for lv in tc.LEVEL_FLAGS if lv != "amx"] + ["ref"]
 
 # --isa: cmake flags of a build that uses no instruction beyond the class (ggml's own options; the
 # fork and ik_llama.cpp both read them), and the ggml-t2p level `ours` runs there
@@ -96,62 +97,13 @@ ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0",
 
 def gguf_tensors(path):
     """Returns (general.file_type or None, {name: (dims, bytes)}); bytes from the offsets (the
-    padding between tensors, under the alignment, is counted with the tensor before it)."""
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    with open(path, "rb") as f:
-        def rd(fmt):
-            n = struct.calcsize(fmt)
-            return struct.unpack(fmt, f.read(n))
-
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path} is not a GGUF file")
-        version, n_t, n_kv = rd("<IQQ")
-        if version < 2:
-            raise ValueError(f"{path}: GGUF version {version} is too old")
-
-        def skip_value(vt):
-            if vt == 8:
-                (n,) = rd("<Q")
-                f.seek(n, 1)
-            elif vt == 9:
-                at, n = rd("<IQ")
-                if at in (8, 9):
-                    for _ in range(n):
-                        skip_value(at)
-                else:
-                    f.seek(n * sizes[at], 1)
-            else:
-                f.seek(sizes[vt], 1)
-
-        ftype, align = None, 32
-        for _ in range(n_kv):
-            (n,) = rd("<Q")
-            key = f.read(n).decode("utf-8", "replace")
-            (vt,) = rd("<I")
-            if key in ("general.file_type", "general.alignment") and vt in (4, 5):
-                (v,) = rd("<I")
-                if key == "general.file_type":
-                    ftype = v
-                else:
-                    align = v
-            else:
-                skip_value(vt)
-        infos = []
-        for _ in range(n_t):
-            (n,) = rd("<Q")
-            name = f.read(n).decode("utf-8", "replace")
-            (nd,) = rd("<I")
-            dims = list(rd(f"<{nd}Q"))
-            _, off = rd("<IQ")
-            infos.append((off, name, dims))
-        data_start = (f.tell() + align - 1) // align * align
-    end = os.path.getsize(path) - data_start
-    infos.sort()
-    out = {}
-    for i, (off, name, dims) in enumerate(infos):
-        nxt = infos[i + 1][0] if i + 1 < len(infos) else end
-        out[name] = (dims, nxt - off)
-    return ftype, out
+    padding between tensors, under the alignment, is counted with the tensor before it). ValueError
+    (naming PATH) when it is not a GGUF file of version 2 or later, or its header is cut short."""
+    try:
+        h = t2p_gguf.Header(path, versions=None, strict=False)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return h.scalar("general.file_type", (4, 5)), {t.name: (t.dims, t.span) for t in h.tensors}
 
 
 def bytes_per_token(tensors):
@@ -290,7 +242,7 @@ def ik_binaries(args):
 
 def cpu_levels():
     """The ggml-t2p levels this CPU runs, best first (what GGML_T2P_KERNEL accepts)."""
-    return tc.kernel_levels(platform.machine().lower(), tc.cpu_flags())
+    return tc.host_levels()
 
 
 # ---------------------------------------------------------------------------
@@ -436,7 +388,7 @@ def run(argv):
         p_for[c] = lst
     read_bw = parse_read_bw(ap, args.read_bw)
     if args.isa:
-        if platform.machine().lower() not in ("x86_64", "amd64"):
+        if tc.cpu_arch(platform.machine().lower()) != "x86_64":
             ap.error(f"--isa {args.isa}: an x86-64 class; this machine is {platform.machine()}")
         if ISA_LEVEL[args.isa] not in cpu_levels():
             ap.error(f"--isa {args.isa}: this CPU does not run the {ISA_LEVEL[args.isa]} level (or its flags "
@@ -449,7 +401,7 @@ def run(argv):
     for c in [x.strip() for x in args.configs.split(",") if x.strip()]:
         if c == "ours-LEVEL":
             configs += [f"ours-{lv}" for lv in levels]
-        elif c in ALL_CONFIGS or (c.startswith("ours-") and c[5:] in LEVELS_X86 + LEVELS_ARM + ["ref"]):
+        elif c in ALL_CONFIGS or (c.startswith("ours-") and c[5:] in NAMED_LEVELS):
             configs.append(c)
         else:
             ap.error(f"--configs: unknown configuration '{c}' (known: {', '.join(ALL_CONFIGS)}, ours-<level>)")

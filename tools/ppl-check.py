@@ -66,7 +66,7 @@ def parser():
                "code itself\n(GGML_T2P=0 at -c 128: the default ubatch and -ub 64 give different values), so a "
                "difference between runs\nwith different -ub says nothing about the ggml-t2p kernels. "
                "-ub 1 vs -ub 64 with ggml-t2p on were bit-identical on the test model with the default 3 chunks,\n"
-               "but not with --chunks 1, where stock code (GGML_T2P=0) differs the same way (README, ubatch).")
+               "but not with --chunks 1, where stock code (GGML_T2P=0) differs the same way (docs/numerics.md, 'Comparing runs').")
     ap.add_argument("--perplexity", metavar="PATH", required=True, help="the patched llama-perplexity (required)")
     ap.add_argument("-m", "--model", metavar="PATH", required=True, help="model (required)")
     ap.add_argument("-f", "--file", metavar="PATH", required=True, dest="text", help="text file (required)")

@@ -6,7 +6,7 @@ standard library only.
 The fork added PTQ1_0 after the last state its public git mirror holds; this tool writes the pieces a
 CPU build needs into the checkout the user names (never downloads one), as small edits anchored on
 the PQ2_0 lines beside which they belong. All code it inserts is ggml-t2p's own, written from the
-format's facts (NOTES.md section 1); the numbers and names are the fork's:
+format's facts (docs/formats.md section 2); the numbers and names are the fork's:
 
   ggml/include/ggml.h             GGML_TYPE_PTQ1_0 = 143 (GGML_TYPE_COUNT 144), GGML_FTYPE_MOSTLY_PTQ1_0 = 129
   ggml/src/ggml-common.h          QK_PTQ1_0 128, block_ptq1_0 { uint8 qs[24]; uint8 qh[2]; fp16 d; } (28 B)

@@ -2,7 +2,7 @@
 """Cross-compiles the test suite for aarch64-unknown-linux-gnu (statically) and runs it under
 qemu-aarch64-static for several CPU models, plus the C programs tests/c/abi_smoke.c and
 tests/c/fork_smoke.c (load, fork, load) linked statically against the aarch64 libggml_t2p.a.
-Installs what is missing first (Debian; tools/toolchain.py; README: the aarch64 cross build).
+Installs what is missing first (Debian; tools/toolchain.py; docs/building.md: the aarch64 cross build).
 
 The first two tests of tests/c_abi.rs, which build those programs on the host, cannot run there:
 they are left out by name (reported as SKIP) and the static programs run instead; the third,
@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ beside the tools
-import t2p_common as tc  # noqa: E402
+import t2p_runner as tr  # noqa: E402
 import toolchain  # noqa: E402
 
 TARGET = "aarch64-unknown-linux-gnu"
@@ -39,20 +39,7 @@ CPUS = "max neoverse-n1 cortex-a76 cortex-a72"
 # with Debian's qemu-aarch64-static); it is Linux memory management, not aarch64 code.
 C_TESTS_SKIP = ["--skip", "c_program_links_and_runs", "--skip", "repack_survives_fork",
                 "--skip", "source_release_drops_only_file_pages", "--skip", "amx_level_hygiene"]
-SUMMARY_LINES = re.compile(r"^(golden|oracle|c abi|this CPU|kernels|ptq1_0 digits|split|fork smoke)")
-
-
-def build(env, profile_args):
-    """Builds the test binaries and the staticlib of the same build (a separate `cargo build --lib`
-    would compile the crate again, with other dependency features). Returns (binaries, lib)."""
-    cmd = ["cargo", "test", "--target", TARGET] + profile_args + ["--no-run", "--message-format=json"]
-    p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    tests, staticlibs = tc.cargo_test_artifacts(p.stdout)
-    bins = [path for _, path in tests]
-    lib = next((f for f in reversed(staticlibs) if f.endswith(".a")), "")
-    if p.returncode != 0:   # a target that failed to build: do not run the ones that did
-        bins = []
-    return bins, lib
+SUMMARY_LINES = r"^(golden|oracle|c abi|this CPU|kernels|ptq1_0 digits|split|fork smoke)"
 
 
 def main():
@@ -81,7 +68,7 @@ def main():
     except toolchain.Missing as e:
         sys.exit(f"qemu-test: {e}")
 
-    profile_args, profile_dir = (["--release"], "release") if args.release else ([], "debug")
+    profile_args = ["--release"] if args.release else []
     env = dict(os.environ)
     env.update({
         "RUSTC": "/usr/bin/rustc",
@@ -94,23 +81,12 @@ def main():
     target_dir = env["CARGO_TARGET_DIR"]
     rustc_v = subprocess.run(["/usr/bin/rustc", "-V"], capture_output=True, text=True).stdout.strip()
     print(f"qemu-test: building tests for {TARGET} ({rustc_v})", flush=True)
-    bins, lib = build(env, profile_args)
-    if not bins:
-        print("qemu-test: the test build failed or built nothing; its output follows", file=sys.stderr, flush=True)
-        subprocess.run(["cargo", "test", "--target", TARGET] + profile_args + ["--no-run"], cwd=ROOT, env=env,
-                       stdout=sys.stderr)
-        sys.exit(1)
-    if not lib:
-        lib = os.path.join(target_dir, TARGET, profile_dir, "libggml_t2p.a")
-        cmd = ["cargo", "build", "--lib", "--target", TARGET] + profile_args
-        if subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True).returncode != 0:
-            subprocess.run(cmd, cwd=ROOT, env=env, check=True)
-    smoke = os.path.join(target_dir, "abi_smoke-aarch64")
-    fork = os.path.join(target_dir, "fork_smoke-aarch64")
-    cc = ["aarch64-linux-gnu-gcc", "-static", "-O2", "-std=c11", "-Wall", "-Werror", "-I", "include"]
-    subprocess.run(cc + ["tests/c/abi_smoke.c", lib, "-lpthread", "-ldl", "-lm", "-o", smoke], cwd=ROOT, check=True)
-    subprocess.run(cc + ["-D_POSIX_C_SOURCE=200809L", "tests/c/fork_smoke.c", lib, "-lpthread", "-ldl", "-lm", "-o", fork],
-                   cwd=ROOT, check=True)
+    tests, lib = tr.build_tests("qemu-test", TARGET, env, profile_args)
+    bins = [path for _, path in tests]
+    cc = "aarch64-linux-gnu-gcc"
+    smoke = tr.link_c("qemu-test", cc, "abi_smoke", lib, os.path.join(target_dir, "abi_smoke-aarch64"))
+    fork = tr.link_c("qemu-test", cc, "fork_smoke", lib, os.path.join(target_dir, "fork_smoke-aarch64"),
+                     ["-D_POSIX_C_SOURCE=200809L"])
 
     extra = shlex.split(os.environ.get("QEMU_TEST_ARGS", ""))
     logs = os.path.join(ROOT, "target", "qemu-logs")
@@ -120,6 +96,7 @@ def main():
         log_path = os.path.join(logs, f"{cpu}.log")
         ok = True
         start = time.monotonic()
+        text = ""
         with open(log_path, "w") as log:
             for b in bins + [smoke, fork]:
                 if b == smoke:
@@ -128,23 +105,18 @@ def main():
                     bargs = ["1", "120", "30000"]   # layout T2P, child timeout 120 s, thread-count grace 30 s
                 else:
                     bargs = ["--nocapture", "--test-threads=2"] + C_TESTS_SKIP + extra
-                log.write(f"=== {os.path.basename(b)} {' '.join(bargs)}\n")
-                log.flush()
-                if subprocess.run(["qemu-aarch64-static", "-cpu", cpu, b] + bargs, cwd=ROOT, stdout=log,
-                                  stderr=subprocess.STDOUT).returncode != 0:
-                    ok = False
-        with open(log_path, errors="replace") as f:
-            text = f.read()
-        passed = sum(int(n) for n in re.findall(r"test result: [a-zA-Z]+\. (\d+) passed", text))
-        failed = sum(int(n) for n in re.findall(r"test result: [a-zA-Z]+\. \d+ passed; (\d+) failed", text))
+                rc, out = tr.run_logged(log, f"{os.path.basename(b)} {' '.join(bargs)}",
+                                        ["qemu-aarch64-static", "-cpu", cpu, b] + bargs)
+                text += out
+                ok &= rc == 0
+        passed, failed = tr.test_totals(text)
         features = next((m.group(0) for line in text.splitlines()
                          if (m := re.search(r"cpu features 0x[0-9a-f]+, best kernel [^,]*$", line))), "")
         failed_any |= not ok
         print("qemu -cpu %-12s %s  %d tests passed, %d failed, %s  (%ds)"
-              % (cpu, "PASS" if ok else "FAIL", passed, failed, features, time.monotonic() - start))
-        for line in text.splitlines():
-            if SUMMARY_LINES.match(line):
-                print("    " + line)
+              % (cpu, tr.verdict(ok), passed, failed, features, time.monotonic() - start))
+        for line in tr.summary_lines(text, SUMMARY_LINES):
+            print("    " + line)
         print("    SKIP: tests/c_abi.rs c_program_links_and_runs, repack_survives_fork (host-built C programs; "
               "abi_smoke and fork_smoke ran above as static aarch64 programs)")
         print("    SKIP: tests/c_abi.rs source_release_drops_only_file_pages (release_smoke: qemu-user does not "
@@ -157,7 +129,6 @@ def main():
                 print("    ! " + line)
         sys.stdout.flush()
     sys.exit(1 if failed_any else 0)
-
 
 if __name__ == "__main__":
     main()

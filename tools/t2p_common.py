@@ -7,8 +7,10 @@ Not a command: it names the cache folder, makes the project's isolated Python en
 generators), splits --runner and "K=V" arguments without a shell, asks a binary's --help which flags
 it has, says how a run that died by a signal died (the signal, and the function and instruction from a
 backtrace in its log or from one rerun under gdb), recognises the fork's known stock AMX crash and names
-its workaround, reports the machine's load before timing, and reads the ggml-t2p shim's log lines to
-say which state the plugin was in:
+its workaround, reports the machine's load before timing, holds the one rule of which ggml-t2p kernel
+levels a CPU's flags allow (kernel_levels; also for peers.py, x86-emu-test.py, windows-test.py,
+cycle-model.py), applies patches/ggml-t2p.patch once (apply_patch; t2p.py and check-fork.py), and reads
+the ggml-t2p shim's log lines to say which state the plugin was in:
 
   ggml-t2p: enabled (libggml_t2p 0.2.0, kernel avx2; PQ2_0 -> X16, PTQ1_0 -> X16)
   ggml-t2p: declining: this CPU has no dotprod; stock code runs ...
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -31,26 +34,6 @@ import time
 
 IS_WINDOWS = os.name == "nt"
 NO_LINE = "no ggml-t2p line: this binary is not patched, or its log level hides INFO lines"
-
-
-def cargo_test_artifacts(json_lines, package="ggml-t2p"):
-    """What `cargo test --no-run --message-format=json` built, from its stdout: ([(test target name,
-    executable)], [file names of `package`'s staticlib artifacts]), in cargo's order. Lines that are
-    not JSON (cargo's own) are skipped."""
-    import json
-    tests, staticlibs = [], []
-    for line in json_lines.splitlines():
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
-        if m.get("reason") != "compiler-artifact":
-            continue
-        if m.get("profile", {}).get("test") and m.get("executable"):
-            tests.append((m["target"]["name"], m["executable"]))
-        elif package in m.get("package_id", "") and "staticlib" in m["target"].get("kind", []):
-            staticlibs += m.get("filenames", [])
-    return tests, staticlibs
 
 
 def cache_dir():
@@ -428,32 +411,107 @@ def cpu_flags():
     return set()
 
 
+# ---------------------------------------------------------------------------------------------
+# CPU flags -> ggml-t2p kernel levels: the one copy in the tools of the rule the library applies
+
+# The /proc/cpuinfo flags each ggml-t2p level (a GGML_T2P_KERNEL name) needs, as the library
+# requires them. Every x86-64 level needs AVX2+FMA+F16C (without them the library declines), every
+# aarch64 level dotprod (asimddp).
+X86_BASE_FLAGS = ("avx2", "fma", "f16c")
+AVX512_VNNI_FLAGS = X86_BASE_FLAGS + ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")
+LEVEL_FLAGS = {
+    "amx": AVX512_VNNI_FLAGS + ("amx_tile", "amx_int8"),
+    "avx512vnni": AVX512_VNNI_FLAGS,
+    "avxvnni": X86_BASE_FLAGS + ("avx_vnni",),
+    "avx2": X86_BASE_FLAGS,
+    "i8mm": ("asimddp", "i8mm"),
+    "dotprod": ("asimddp",),
+}
+# Each architecture's levels, best first (amx first: auto never picks it, see kernel_levels).
+ARCH_LEVELS = {"x86_64": ("amx", "avx512vnni", "avxvnni", "avx2"), "aarch64": ("i8mm", "dotprod")}
+# qemu-user's aarch64 CPU models, as /proc/cpuinfo flags that matter here: max has dotprod and i8mm,
+# neoverse-n1 and cortex-a76 dotprod only, the older cores neither (the library declines there).
+QEMU_CPU_FLAGS = {
+    "max": {"asimddp", "i8mm"},
+    "neoverse-n1": {"asimddp"},
+    "cortex-a76": {"asimddp"},
+    "cortex-a72": set(),
+    "cortex-a57": set(),
+    "cortex-a53": set(),
+}
+
+
+def cpu_arch(mach):
+    """'x86_64' or 'aarch64' for a platform.machine() name (lower case; amd64 and arm64 too), else
+    None."""
+    return {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(mach)
+
+
+def missing_flags(level, flags):
+    """The /proc/cpuinfo flags of LEVEL_FLAGS[level] that FLAGS (a set) lacks, in that order.
+    KeyError for a name that is not a level."""
+    return [f for f in LEVEL_FLAGS[level] if f not in flags]
+
+
 def kernel_levels(mach, flags):
     """The ggml-t2p levels (GGML_T2P_KERNEL names) of a CPU of architecture MACH (platform.machine(),
     lower case) with these /proc/cpuinfo flags, best first, as the library requires them; amx (which
     auto never picks, and which the library also refuses where the OS denies the tile-data
-    permission: then it runs avx512vnni and says so in its log) first where the CPU has it."""
-    if mach in ("x86_64", "amd64"):
-        out = []
-        base = {"avx2", "fma", "f16c"} <= flags
-        avx512 = base and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
-        if avx512 and {"amx_tile", "amx_int8"} <= flags:
-            out.append("amx")
-        if avx512:
-            out.append("avx512vnni")
-        if base and "avx_vnni" in flags:
-            out.append("avxvnni")
-        if base:
-            out.append("avx2")
-        return out
-    if mach in ("aarch64", "arm64"):
-        out = []
-        if "asimddp" in flags and "i8mm" in flags:
-            out.append("i8mm")
-        if "asimddp" in flags:
-            out.append("dotprod")
-        return out
-    return []
+    permission: then it runs avx512vnni and says so in its log) first where the CPU has it. [] for
+    an architecture without kernels."""
+    return [lv for lv in ARCH_LEVELS.get(cpu_arch(mach), ()) if not missing_flags(lv, flags)]
+
+
+def host_levels():
+    """kernel_levels of this machine (platform.machine(), /proc/cpuinfo): [] where the flags cannot
+    be read (not Linux)."""
+    return kernel_levels(platform.machine().lower(), cpu_flags())
+
+
+# ---------------------------------------------------------------------------------------------
+# Applying patches/ggml-t2p.patch
+
+PATCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "patches", "ggml-t2p.patch")
+
+
+def _git_run(cmd, cwd, env):
+    """Runs a git command: (exit status, its stdout and stderr together, stripped)."""
+    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout.decode("utf-8", "replace").strip()
+
+
+def apply_patch(tree, patch=PATCH, args=(), git="git", whitespace=((),), run=None, before_apply=None):
+    """Applies PATCH to the folder TREE once with `git apply`, never reaching a repository above TREE
+    (GIT_CEILING_DIRECTORIES is TREE's parent: a plain folder is patched as patch(1) would, a
+    checkout's own repository is used when TREE is its top).
+
+    ARGS go to every `git apply` (e.g. -p2 --directory=ggml); WHITESPACE lists the extra flags to
+    try in turn (e.g. `((), ("--ignore-whitespace",))`). RUN(cmd, cwd, env) -> (status, output) runs
+    each git command (default: captured, output stripped; a caller may log them). Steps: `--reverse
+    --check` with each WHITESPACE entry (passes: already applied); then BEFORE_APPLY() when given
+    (it may raise to refuse); then `--check` with each, and the first that passes is applied.
+    Returns (state, flags, output): state 'already applied', 'applied', 'apply failed' (git apply
+    failed after its --check passed; output is its output) or 'does not apply' (no --check passed;
+    flags None, output the first --check's output); flags the WHITESPACE entry used. Errors: only
+    what RUN or BEFORE_APPLY raise (git missing: OSError from the default RUN)."""
+    run = run or _git_run
+    env = dict(os.environ)
+    env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.abspath(tree))
+    base = [git, "apply"] + list(args)
+    for ws in whitespace:
+        if run(base + ["--reverse", "--check"] + list(ws) + [str(patch)], tree, env)[0] == 0:
+            return "already applied", ws, ""
+    if before_apply:
+        before_apply()
+    first_error = None
+    for ws in whitespace:
+        rc, out = run(base + ["--check"] + list(ws) + [str(patch)], tree, env)
+        if rc == 0:
+            rc, out = run(base + list(ws) + [str(patch)], tree, env)
+            return ("applied" if rc == 0 else "apply failed"), ws, out
+        first_error = first_error or out
+    return "does not apply", None, first_error
 
 
 def amx_workaround(diag, mode, applied, cross=False, windows=IS_WINDOWS):

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Installs what the host tests, the llama.cpp builds (native and aarch64 cross) and the aarch64
-cross tests need on a Debian 12 machine (README, "Building llama.cpp with ggml-t2p": the aarch64
+cross tests need on a Debian 12 machine (docs/building.md, "aarch64 cross build": the aarch64
 cross build), only what is missing, with apt-get (as root, or through sudo).
 
 Run it (`python3 tools/toolchain.py [--host-only] [--llvm]`), or import it for its functions, as
 the project's tools do (`tools/test-all.py`, `tools/qemu-test.py`, `tools/t2p.py`,
-`tools/cycle-model.py`, `tools/windows-test.py`). Every `ensure_*` function takes `install`: with
-False it installs nothing and raises `Missing` naming what is missing. Python 3 standard library
-only.
+`tools/cycle-model.py`, `tools/windows-test.py`, `tools/x86-emu.py`). Every `ensure_*` function
+takes `install`: with False it installs nothing and raises `Missing` naming what is missing.
+Python 3 standard library only.
 """
 
 import argparse
@@ -86,7 +86,7 @@ def _need(missing, install):
 
 def build_tools_missing():
     """CMake, make, a C++ compiler and git: what a llama.cpp build with the plugin needs besides
-    cargo (README's build commands, tools/t2p.py, the ggml-level test). Debian package names."""
+    cargo (the build commands of docs/building.md, tools/t2p.py, the ggml-level test). Debian package names."""
     return [p for p in ("cmake", "make", "g++", "git") if not shutil.which(p)]
 
 
@@ -159,6 +159,12 @@ def ensure_venv(install=True):
 def ensure_mingw_x64(install=True):
     """The MinGW-w64 x86-64 cross compilers, C and C++ ([`MINGW_X64_PACKAGES`])."""
     _need([pkg for tool, pkg in MINGW_X64_PACKAGES.items() if not shutil.which(tool)], install)
+
+
+def ensure_image_tools(install=True):
+    """xorriso (the bootable ISO 9660 image) and GNU cpio (the initramfs) for tools/x86-emu.py's
+    guest images."""
+    _need([p for p in ("xorriso", "cpio") if not shutil.which(p)], install)
 
 
 def ensure_llvm19(install=True):

@@ -40,7 +40,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import time
 
@@ -48,10 +47,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ beside the tools
+import t2p_common as tc  # noqa: E402
+import t2p_runner as tr  # noqa: E402
 import toolchain  # noqa: E402  (the Debian package names and apt-get as root or through sudo)
 TRIPLE = "x86_64-pc-windows-gnu"
 MINGW_CC = "x86_64-w64-mingw32-gcc"
-LEVELS = ("avx2", "avxvnni", "avx512vnni")
+# the x86 levels forced one by one, widest last (amx: Linux only)
+LEVELS = tuple(reversed([lv for lv in tc.ARCH_LEVELS["x86_64"] if lv != "amx"]))
 TOOL = "windows-test"
 
 
@@ -65,17 +67,9 @@ def say(msg):
     print(f"{TOOL}: {msg}", flush=True)
 
 
-def run(cmd, env=None, timeout=900, cwd=ROOT):
-    """Runs cmd; (status, stdout, stderr) as text, CRLF turned into LF."""
-    try:
-        p = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    except FileNotFoundError:
-        return 127, "", f"{cmd[0]}: not found"
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode("utf-8", "replace")
-        return 124, out.replace("\r\n", "\n"), f"timed out after {timeout} s"
-    dec = lambda b: b.decode("utf-8", "replace").replace("\r\n", "\n")
-    return p.returncode, dec(p.stdout), dec(p.stderr)
+def run(cmd, env=None, timeout=900):
+    """Runs cmd (t2p_runner.run); (status, stdout, stderr) as text, CRLF turned into LF."""
+    return tr.run(cmd, env=env, timeout=timeout)
 
 
 def must(what, cmd, env=None, timeout=900):
@@ -203,19 +197,16 @@ def cargo_build(target=None):
     return lib
 
 
-C_FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I" + os.path.join(ROOT, "include")]
-
-
 def build_native(src, exe, lib):
     cc = shutil.which("cc") or "gcc"
     must(f"compiling {os.path.relpath(src, ROOT)} natively",
-         [cc] + C_FLAGS + ["-D_POSIX_C_SOURCE=200809L", src, lib, "-lpthread", "-ldl", "-lm", "-o", exe])
+         tr.c_command(cc, src, lib, exe, ["-Wextra", "-D_POSIX_C_SOURCE=200809L"], static=False))
 
 
 def build_windows(src, exe, lib, libs, extra=()):
     # -static: no MinGW runtime DLLs to find under Wine; __USE_MINGW_ANSI_STDIO: C99 printf (%zu, %a)
-    cmd = [MINGW_CC] + C_FLAGS + ["-D_POSIX_C_SOURCE=200809L", "-D__USE_MINGW_ANSI_STDIO=1"] + list(extra) + \
-          [src, lib] + ["-l" + x for x in libs] + ["-static", "-o", exe]
+    cmd = tr.c_command(MINGW_CC, src, lib, exe, ["-Wextra", "-D_POSIX_C_SOURCE=200809L", "-D__USE_MINGW_ANSI_STDIO=1",
+                                                 *extra], libs)
     rc, out, err = run(cmd)
     if rc != 0:
         undefined = sorted(set(re.findall(r"undefined reference to `([^']+)'", out + err)))
@@ -324,7 +315,7 @@ def main():
     if args.timeout <= 0:
         ap.error("--timeout must be positive")
 
-    if sys.platform != "linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+    if sys.platform != "linux" or tc.cpu_arch(platform.machine().lower()) != "x86_64":
         print(f"{TOOL}: SKIP: needs an x86-64 Linux host (Wine runs x86-64 Windows programs there); this is "
               f"{sys.platform}/{platform.machine()}")
         return 0
@@ -435,7 +426,7 @@ def main():
     threads = [l for l in results["win_bits"][1].splitlines() if l.startswith("# repack threads")]
     if threads:
         say("wine: " + threads[0][2:])
-    say(f"{'PASS' if ok else 'FAIL'} in {time.monotonic() - t_start:.0f} s (outputs in {out_dir})")
+    say(f"{tr.verdict(ok)} in {time.monotonic() - t_start:.0f} s (outputs in {out_dir})")
     return 0 if ok else 1
 
 

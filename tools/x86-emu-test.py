@@ -45,6 +45,7 @@ from pathlib import Path
 sys.dont_write_bytecode = True    # no __pycache__ beside the tools
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import t2p_common as tc  # noqa: E402
+import t2p_runner as tr  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "x86_64-unknown-linux-gnu"
@@ -71,6 +72,11 @@ RUNS["amx"] += [
 ]
 
 
+# the lines of a run's output shown under its set's line (besides libtest's totals and FAIL lines)
+SHOWN = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU", "panicked",
+         "amx native:", "amx smoke:")
+
+
 def host_levels() -> list[str]:
     """The x86 kernel levels this CPU runs, from /proc/cpuinfo (as the library requires them)."""
     return tc.kernel_levels("x86_64", tc.cpu_flags())
@@ -83,40 +89,16 @@ def default_sets(native: list[str]) -> list[str]:
     return sets + ([] if "amx" in native else ["amx"])
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, check=True, **kw)
-
-
 def build(target_dir: Path) -> dict:
     """Static test binaries and C programs; returns {name: path}."""
     env = dict(os.environ, CARGO_TARGET_DIR=str(target_dir))
     env["CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS"] = "-C target-feature=+crt-static"
     print(f"x86-emu-test: building static test binaries for {TARGET} (release)", flush=True)
-    out = subprocess.run(["cargo", "test", "--release", "--target", TARGET, "--no-run", "--message-format=json",
-                          *[a for t in TESTS for a in ("--test", t)]],
-                         cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
-    tests, staticlibs = tc.cargo_test_artifacts(out)
+    tests, lib = tr.build_tests("x86-emu-test", TARGET, env, ["--release"], TESTS)
     bins = {name: Path(path) for name, path in tests}
-    # the staticlib of that same build (cargo names it among the library's artifacts); a separate
-    # `cargo build --lib` would compile the crate again (other dependency features without tests)
-    libs = [Path(f) for f in staticlibs if f.endswith(".a")]
-    if libs:
-        lib = libs[-1]
-    else:
-        sh(["cargo", "build", "--release", "--lib", "--target", TARGET], cwd=ROOT, env=env,
-           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        lib = target_dir / TARGET / "release" / "libggml_t2p.a"
     for name in C_PROGRAMS:
-        exe = target_dir / f"{name}-static"
-        # (glibc warns that a static binary's getaddrinfo/getpwuid_r need its shared libraries at
-        # run time; the library never calls them, so the link's stderr is shown only on failure)
-        r = subprocess.run(["cc", "-static", "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Werror",
-                            "-I", str(ROOT / "include"), str(ROOT / f"tests/c/{name}.c"), str(lib),
-                            "-lpthread", "-ldl", "-lm", "-o", str(exe)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"x86-emu-test: linking {name}.c failed:\n{r.stderr}")
-        bins[name] = exe
+        bins[name] = Path(tr.link_c("x86-emu-test", "cc", name, lib, str(target_dir / f"{name}-static"),
+                                    ["-D_POSIX_C_SOURCE=200809L"]))
     missing = [t for t in TESTS if t not in bins]
     if missing:
         sys.exit(f"x86-emu-test: test binaries not built: {missing}")
@@ -169,30 +151,25 @@ def main() -> int:
                     cmd += ["--file", f"{golden}:golden", "--env", "GGML_T2P_GOLDEN_DIR=/work/golden"]
                 cmd += ["--", str(bins[name])]
                 cmd += filters if name in C_PROGRAMS else ["--nocapture", "--test-threads=1", *filters]
-                f.write(f"=== {name}: {' '.join(cmd)}\n")
-                f.flush()
-                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                f.write(r.stdout)
-                if r.returncode != 0:
+                rc, out = tr.run_logged(f, f"{name}: {' '.join(cmd)}", cmd)
+                if rc != 0:
                     ok = False
-                    f.write(f"=== {name}: exit status {r.returncode}\n")
-                if must and must not in r.stdout:
+                    f.write(f"=== {name}: exit status {rc}\n")
+                if must and must not in out:
                     ok = False
                     lines.append(f"FAIL {name} {' '.join(filters)}: no line with {must!r}")
                     f.write(f"=== {name}: no line with {must!r}\n")
                 fails = 0
-                for l in r.stdout.splitlines():
+                for l in out.splitlines():
                     if l.startswith("FAIL"):
                         fails += 1
                         if fails > 3:
                             continue
-                    keys = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU",
-                            "panicked", "amx native:", "amx smoke:")
-                    if any(k in l for k in keys) or "test result" in l or l.startswith("FAIL"):
+                    if any(k in l for k in SHOWN) or "test result" in l or l.startswith("FAIL"):
                         lines.append(l[l.index("...") + 4:] if l.startswith("test ") and "..." in l else l)
         failed += not ok
         what = "decline path" if cpu == "avx2" else "levels"
-        print(f"x86-emu-test: {cpu:11} {'PASS' if ok else 'FAIL'}  {what} {levels}  ({time.time() - t0:.0f} s, log {log})",
+        print(f"x86-emu-test: {cpu:11} {tr.verdict(ok)}  {what} {levels}  ({time.time() - t0:.0f} s, log {log})",
               flush=True)
         for l in lines:
             print(f"    {l}")

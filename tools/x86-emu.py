@@ -7,7 +7,8 @@ CPU models that report them in CPUID. Debian bookworm ships Bochs 2.7, whose CPU
 enable AVX-VNNI, so this tool builds Bochs 3.0 from Debian trixie's source package (once, cached).
 
 Everything comes from Debian's apt repositories through a private apt configuration (nothing is
-installed system-wide) and is cached under target/x86-emu/ of the repository. The archive is the
+installed system-wide but xorriso and cpio, which make the guest's images, where they are missing)
+and is cached under target/x86-emu/ of the repository. The archive is the
 one this machine's own apt configuration names (the URIs of its Debian `main` entries in
 /etc/apt/sources.list and sources.list.d/*.list / *.sources, or --mirror): the tool writes a
 private sources list with that archive for the two suites below (deb for the binaries, deb-src for
@@ -20,13 +21,15 @@ Bochs) and never edits the system's configuration. No archive address is built i
   * isolinux + syslinux-common (bookworm): the El Torito boot loader and mboot.c32.
 
 Once, the kernel is decompressed here and laid out as a Multiboot image behind a small 32-bit
-shim (compiled with the host gcc) that enters Linux through its PVH entry point: the guest never
-runs the XZ decompressor (that alone was ~4.5e9 emulated instructions, ~40 s per boot).
+shim (tools/x86-emu/shim.c and shim-start.S, compiled with the host gcc) that enters Linux through
+its PVH entry point: the guest never runs the XZ decompressor (that alone was ~4.5e9 emulated
+instructions, ~40 s per boot).
 
-Each run writes an initramfs (busybox, an /init script, your program) and a bootable ISO image
-(both generated here in Python), boots it under Bochs with the serial ports going to files
-(ttyS0: kernel console and markers, ttyS1: the program's stdout, ttyS2: its stderr), runs the
-program once, powers off through ACPI (Bochs exits), and exits with the program's status.
+Each run writes an initramfs (busybox, an /init script, your program; packed with GNU cpio) and a
+bootable ISO image (xorriso), boots it under Bochs with the serial ports going to files (ttyS0:
+kernel console and markers, ttyS1: the program's stdout, ttyS2: its stderr), runs the program
+once, powers off through ACPI (Bochs exits), and exits with the program's status. The C and
+assembly built here (the shim, the --self-test program) are in tools/x86-emu/.
 
 Known Bochs 3.0 / Linux 6.1 problems worked around here (see KERNEL_CMDLINE and CPU_SETS):
 models with CPUID leaf 0x15 make Linux trust a nominal TSC frequency (tsc_early_khz= is passed);
@@ -50,7 +53,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.dont_write_bytecode = True    # no __pycache__ beside the tools
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import toolchain  # noqa: E402  (apt-get for xorriso and cpio)
+
 REPO = Path(__file__).resolve().parent.parent
+SOURCES = Path(__file__).resolve().parent / "x86-emu"   # the C and assembly built here (shim, self-test)
+SHIM_SOURCES = (SOURCES / "shim.c", SOURCES / "shim-start.S")
+SELFTEST_SOURCE = SOURCES / "vnni-selftest.c"
 DEFAULT_CACHE = REPO / "target" / "x86-emu"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 BIN_SUITE = "bookworm"  # kernel, busybox, isolinux, BIOS images
@@ -527,6 +537,10 @@ class Assets:
         return st.exists() and st.read_text() == self._bochs_stamp()
 
     def ensure(self):
+        try:
+            toolchain.ensure_image_tools(True)
+        except toolchain.Missing as e:
+            raise ToolError(f"the guest images need xorriso and cpio: {e}") from None
         self.cache.mkdir(parents=True, exist_ok=True)
         with open(self.cache / "lock", "w") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
@@ -599,7 +613,7 @@ class Assets:
         deb.unlink()  # 70 MB, only needed once
 
     def _pvh_stamp(self):
-        h = hashlib.sha256(SHIM_C.encode() + SHIM_S.encode())
+        h = hashlib.sha256(b"".join(f.read_bytes() for f in SHIM_SOURCES))
         h.update(self.kernel.read_bytes() if self.kernel.exists() else b"")
         return h.hexdigest() + "\n"
 
@@ -678,113 +692,23 @@ SHIM_SIZE = 0x4000
 KERNEL_PADDR = 0x1000000
 SHIM_BASE = KERNEL_PADDR - SHIM_SIZE
 
-SHIM_S = r"""
-    .section .text.start, "ax"
-    .code32
-    .globl _start, pvh_entry
-mb_header:
-    .long 0x1BADB002                   /* Multiboot magic */
-    .long 0x00010003                   /* align modules, memory info, a.out kludge */
-    .long -(0x1BADB002 + 0x00010003)
-    .long 0, 0, 0, 0, 0                /* header/load/load_end/bss_end/entry: patched */
-pvh_entry:
-    .long 0                            /* patched: kernel's PVH entry (physical) */
-_start:
-    cli
-    cld
-    mov $stack_top, %esp
-    push %ebx
-    push %eax
-    call shim_main
-1:  hlt
-    jmp 1b
-    .section .bss
-    .balign 16
-    .space 4096
-stack_top:
-    .section .note.GNU-stack, "", @progbits
-"""
-
-SHIM_C = r"""
-typedef unsigned int u32;
-typedef unsigned long long u64;
-struct mb_info { u32 flags, mem_lower, mem_upper, boot_device, cmdline, mods_count, mods_addr;
-                 u32 syms[4]; u32 mmap_length, mmap_addr; };
-struct mb_mod { u32 start, end, cmdline, pad; };
-struct mb_mmap { u32 size; u64 addr, len; u32 type; } __attribute__((packed));
-struct start_info { u32 magic, version, flags, nr_modules; u64 modlist_paddr, cmdline_paddr,
-                    rsdp_paddr, memmap_paddr; u32 memmap_entries, reserved; };
-struct modlist { u64 paddr, size, cmdline_paddr, reserved; };
-struct memmap { u64 addr, size; u32 type, reserved; };
-extern u32 pvh_entry;
-static struct start_info si;
-static struct modlist mods[4];
-static struct memmap mm[128];
-
-static u64 find_rsdp(void) {
-    for (u32 a = 0xE0000; a < 0x100000; a += 16) {
-        const char *p = (const char *)a;
-        if (p[0] == 'R' && p[1] == 'S' && p[2] == 'D' && p[3] == ' ' && p[4] == 'P' &&
-            p[5] == 'T' && p[6] == 'R' && p[7] == ' ')
-            return a;
-    }
-    return 0;
-}
-
-void shim_main(u32 magic, struct mb_info *mbi) {
-    if (magic != 0x2BADB002) for (;;) __asm__ volatile("hlt");
-    si.magic = 0x336ec578;             /* XEN_HVM_START_MAGIC_VALUE */
-    si.version = 1;
-    if (mbi->flags & (1u << 2)) {      /* command line, minus the first word (image name) */
-        const char *c = (const char *)mbi->cmdline;
-        while (*c && *c != ' ') c++;
-        while (*c == ' ') c++;
-        si.cmdline_paddr = (u32)c;
-    }
-    if (mbi->flags & (1u << 3)) {      /* modules: the first is the initramfs */
-        struct mb_mod *m = (struct mb_mod *)mbi->mods_addr;
-        u32 n = mbi->mods_count < 4 ? mbi->mods_count : 4;
-        for (u32 i = 0; i < n; i++) {
-            mods[i].paddr = m[i].start;
-            mods[i].size = m[i].end - m[i].start;
-        }
-        si.nr_modules = n;
-        si.modlist_paddr = (u32)mods;
-    }
-    if (mbi->flags & (1u << 6)) {      /* BIOS e820 memory map */
-        u32 n = 0;
-        for (u32 off = 0; off < mbi->mmap_length && n < 128; n++) {
-            struct mb_mmap *e = (struct mb_mmap *)(mbi->mmap_addr + off);
-            mm[n].addr = e->addr;
-            mm[n].size = e->len;
-            mm[n].type = e->type;
-            off += e->size + 4;
-        }
-        si.memmap_paddr = (u32)mm;
-        si.memmap_entries = n;
-    }
-    si.rsdp_paddr = find_rsdp();
-    __asm__ volatile("jmp *%0" : : "r"(pvh_entry), "b"(&si) : "memory");
-    for (;;) ;
-}
-"""
-
-
 def build_shim(work: Path) -> bytes:
+    """The flat binary of the boot shim (SHIM_SOURCES, linked at SHIM_BASE), built in WORK with the
+    host gcc, ld and objcopy. ToolError when one is missing, a step fails or the layout is not the
+    one build_pvh_image patches (pvh_entry at +0x20, _start at +0x24, at most SHIM_SIZE bytes)."""
     for t in ("gcc", "ld", "objcopy"):
         if not shutil.which(t):
             raise ToolError(f"building the boot shim needs {t} (apt-get install gcc binutils)")
     work.mkdir(parents=True, exist_ok=True)
-    (work / "start.S").write_text(SHIM_S)
-    (work / "shim.c").write_text(SHIM_C)
+    shim_c, start_s = (str(f) for f in SHIM_SOURCES)
     (work / "shim.ld").write_text(
         "ENTRY(_start)\nSECTIONS {\n  . = 0x%x;\n" % SHIM_BASE +
         "  .all : { *(.text.start) *(.text*) *(.rodata*) *(.data*) *(.bss*) *(COMMON) }\n"
         "  /DISCARD/ : { *(.note*) *(.comment) *(.eh_frame*) }\n}\n")
     cflags = ["-m32", "-ffreestanding", "-fno-pic", "-fno-pie", "-fno-stack-protector",
               "-mgeneral-regs-only", "-fno-asynchronous-unwind-tables", "-O2"]
-    for cmd in (["gcc", *cflags, "-c", "shim.c", "-o", "shim.o"],
-                ["gcc", "-m32", "-c", "start.S", "-o", "start.o"],
+    for cmd in (["gcc", *cflags, "-c", shim_c, "-o", "shim.o"],
+                ["gcc", "-m32", "-c", start_s, "-o", "start.o"],
                 ["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", "shim.ld",
                  "-o", "shim.elf", "start.o", "shim.o"],
                 ["objcopy", "-O", "binary", "shim.elf", "shim.bin"]):
@@ -853,108 +777,43 @@ def build_pvh_image(bz: bytes, shim: bytes) -> bytes:
 
 
 # ----------------------------------------------------------------------------------------------
-# Initramfs (newc cpio) and ISO 9660 + El Torito image, written directly.
+# Initramfs (newc cpio, GNU cpio) and ISO 9660 + El Torito image (xorriso)
 
-def cpio_newc(entries):
-    """entries: list of (path, mode, data_bytes, (rdevmajor, rdevminor))."""
-    out = bytearray()
-    ino = 1
-    for path, mode, data, rdev in entries + [("TRAILER!!!", 0, b"", (0, 0))]:
-        name = path.encode() + b"\0"
-        nlink = 2 if (mode & 0o170000) == 0o040000 else 1
-        hdr = "070701" + "".join(f"{v:08x}" for v in (
-            ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdev[0], rdev[1], len(name), 0))
-        out += hdr.encode() + name
-        out += b"\0" * (-len(out) % 4)
-        out += data
-        out += b"\0" * (-len(out) % 4)
-        ino += 1
-    return bytes(out)
+def _tool(cmd, what):
+    """Runs CMD (its output captured); ToolError naming WHAT with the output when it fails."""
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        raise ToolError(f"{what} failed ({' '.join(map(str, cmd))}):\n"
+                        + p.stdout.decode(errors="replace")[-3000:])
 
 
-def _both16(v):
-    return struct.pack("<H", v) + struct.pack(">H", v)
+def make_initramfs(root: Path, out: Path):
+    """Packs the folder ROOT (every file, folder and link below it, parents before what they hold)
+    into OUT, a newc cpio archive as the kernel unpacks it, with GNU cpio: owner root, the modes as
+    they are in ROOT. (No /dev/console in it: the kernel's own built-in initramfs has that node.)
+    ToolError when cpio fails."""
+    names = []
+    for top, dirs, files in os.walk(root):
+        dirs.sort()
+        rel = os.path.relpath(top, root)
+        if rel != ".":
+            names.append(rel)
+        names += [os.path.normpath(os.path.join(rel, f)) for f in sorted(files)]
+    with open(out, "wb") as f:
+        p = subprocess.run(["cpio", "--create", "--format=newc", "--owner=0:0", "--reproducible", "--quiet"],
+                           cwd=root, input="\n".join(names).encode() + b"\n", stdout=f, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise ToolError(f"cpio failed making {out}:\n{p.stderr.decode(errors='replace')[-3000:]}")
 
 
-def _both32(v):
-    return struct.pack("<I", v) + struct.pack(">I", v)
-
-
-def _dirrec(lba, size, flags, ident: bytes):
-    ln = 33 + len(ident)
-    ln += ln % 2
-    rec = bytes([ln, 0]) + _both32(lba) + _both32(size) + bytes([125, 1, 1, 0, 0, 0, 0]) \
-        + bytes([flags, 0, 0]) + _both16(1) + bytes([len(ident)]) + ident
-    return rec + b"\0" * (ln - len(rec))
-
-
-def make_iso(files, boot_name):
-    """Minimal ISO 9660 (level 1, root directory only) with an El Torito no-emulation boot
-    entry for `boot_name` (isolinux.bin, whose boot info table is filled in).
-    files: list of (8.3 upper-case name, bytes)."""
-    S = 2048
-    lba = 23  # 16 PVD, 17 boot record, 18 terminator, 19/20 path tables, 21 root dir, 22 catalog
-    placed = []
-    for name, data in files:
-        placed.append((name, lba, data))
-        lba += (len(data) + S - 1) // S
-    total = lba
-    img = bytearray(total * S)
-    boot_lba = None
-    root = _dirrec(21, S, 2, b"\0") + _dirrec(21, S, 2, b"\1")
-    for name, l, data in placed:
-        ident = (name if "." in name else name + ".").encode() + b";1"
-        root += _dirrec(l, len(data), 0, ident)
-        if name == boot_name:
-            boot_lba = l
-            data = bytearray(data)
-            csum = sum(struct.unpack_from("<%dI" % ((len(data) - 64) // 4), data, 64)) & 0xFFFFFFFF
-            struct.pack_into("<IIII", data, 8, 16, l, len(data), csum)
-            data = bytes(data)
-        img[l * S:l * S + len(data)] = data
-    assert len(root) <= S and boot_lba is not None
-    img[21 * S:21 * S + len(root)] = root
-    # path tables (one entry: the root)
-    img[19 * S:19 * S + 10] = bytes([1, 0]) + struct.pack("<IH", 21, 1) + b"\0\0"
-    img[20 * S:20 * S + 10] = bytes([1, 0]) + struct.pack(">IH", 21, 1) + b"\0\0"
-    # primary volume descriptor
-    date = b"2024010100000000\0"
-    pvd = bytearray(S)
-    pvd[0:8] = b"\x01CD001\x01\x00"
-    pvd[8:40] = b" " * 32
-    pvd[40:72] = b"X86EMU".ljust(32)
-    pvd[80:88] = _both32(total)
-    pvd[120:124] = _both16(1)
-    pvd[124:128] = _both16(1)
-    pvd[128:132] = _both16(S)
-    pvd[132:140] = _both32(10)
-    pvd[140:144] = struct.pack("<I", 19)
-    pvd[148:152] = struct.pack(">I", 20)
-    pvd[156:190] = _dirrec(21, S, 2, b"\0")
-    pvd[190:813] = b" " * (813 - 190)
-    pvd[813:830] = date
-    pvd[830:847] = date
-    pvd[847:864] = b"0" * 16 + b"\0"
-    pvd[864:881] = b"0" * 16 + b"\0"
-    pvd[881] = 1
-    img[16 * S:17 * S] = pvd
-    # El Torito boot record volume descriptor
-    brvd = bytearray(S)
-    brvd[0:7] = b"\x00CD001\x01"
-    brvd[7:39] = b"EL TORITO SPECIFICATION".ljust(32, b"\0")
-    struct.pack_into("<I", brvd, 71, 22)
-    img[17 * S:18 * S] = brvd
-    img[18 * S:18 * S + 7] = b"\xffCD001\x01"
-    # boot catalog: validation entry + default entry (no emulation, 4 virtual sectors)
-    val = bytearray(32)
-    val[0] = 1
-    val[30:32] = b"\x55\xaa"
-    struct.pack_into("<H", val, 28, (-sum(struct.unpack("<16H", bytes(val)))) & 0xFFFF)
-    ent = bytearray(32)
-    ent[0] = 0x88
-    struct.pack_into("<HBBHI", ent, 2, 0, 0, 0, 4, boot_lba)
-    img[22 * S:22 * S + 64] = val + ent
-    return bytes(img)
+def make_iso(files, boot_name, out: Path):
+    """Writes OUT, an ISO 9660 image (level 1, root directory only; Rock Ridge names as given, which
+    isolinux looks up as they are: lower case) with an El Torito no-emulation boot entry for
+    BOOT_NAME (isolinux.bin; xorriso fills in its boot info table). FILES: [(8.3 name, path of the
+    file)]. ToolError when xorriso fails."""
+    _tool(["xorriso", "-as", "mkisofs", "-quiet", "-iso-level", "1", "-V", "X86EMU", "-o", str(out),
+           "-b", boot_name, "-c", "boot.cat", "-no-emul-boot", "-boot-load-size", "4", "-boot-info-table",
+           "-graft-points"] + [f"/{name}={path}" for name, path in files], "xorriso")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1081,17 +940,19 @@ def run_program(args, assets: Assets, program: Path, prog_args, env, cpuset, tim
     keep = args.keep
     try:
         name = program.name
-        init = build_init(name, prog_args, env)
-        d, f, x = 0o040755, 0o100644, 0o100755
-        entries = [(p, d, b"", (0, 0)) for p in ("bin", "dev", "proc", "sys", "tmp", "work")]
-        entries += [
-            ("dev/console", 0o020600, b"", (5, 1)),
-            ("bin/busybox", x, assets.busybox.read_bytes(), (0, 0)),
-            ("init", x, init.encode(), (0, 0)),
-            (f"work/{name}", x, program.read_bytes(), (0, 0)),
-        ]
-        # --file SRC[:DEST]: extra read-only data under /work (a directory is copied whole)
-        made = set()
+        # the initramfs: busybox, /init, the program, and --file SRC[:DEST], extra read-only data
+        # under /work (a directory is copied whole)
+        root = run / "initramfs"
+        for sub in ("bin", "dev", "proc", "sys", "tmp", "work"):
+            (root / sub).mkdir(parents=True)
+        for src, dest, data, mode in ((assets.busybox, "bin/busybox", None, 0o755),
+                                      (None, "init", build_init(name, prog_args, env).encode(), 0o755),
+                                      (program, f"work/{name}", None, 0o755)):
+            if data is None:
+                shutil.copyfile(src, root / dest)
+            else:
+                (root / dest).write_bytes(data)
+            os.chmod(root / dest, mode)
         for spec in getattr(args, "file", []) or []:
             src, _, dest = spec.partition(":")
             src_path = Path(src)
@@ -1101,32 +962,29 @@ def run_program(args, assets: Assets, program: Path, prog_args, env, cpuset, tim
             if not items:
                 raise SystemExit(f"x86-emu: --file {spec}: nothing to copy")
             for p, rel in items:
-                parts = rel.strip("/").split("/")
-                for i in range(1, len(parts)):
-                    sub = "work/" + "/".join(parts[:i])
-                    if sub not in made:
-                        made.add(sub)
-                        entries.append((sub, d, b"", (0, 0)))
-                entries.append(("work/" + "/".join(parts), f, p.read_bytes(), (0, 0)))
-        initrd = cpio_newc(entries)
+                out = root / "work" / rel.strip("/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, out)
+                os.chmod(out, 0o644)
+        for top, dirs, _ in os.walk(root):
+            for dname in dirs:
+                os.chmod(os.path.join(top, dname), 0o755)
+        make_initramfs(root, run / "initrd.img")
+        shutil.rmtree(root)
         # The guest TSC runs at `ips` per guest second; models with CPUID leaf 0x15 would make
         # the kernel trust a nominal GHz frequency instead and mistime everything.
         cmdline = " ".join(KERNEL_CMDLINE + [f"tsc_early_khz={args.ips // 1000}"]
                            + args.append_cmdline)
-        files = [("ISOLINUX.BIN", assets.isolinux.read_bytes()),
-                 ("LDLINUX.C32", assets.ldlinux.read_bytes())]
+        files = [("isolinux.bin", assets.isolinux), ("ldlinux.c32", assets.ldlinux)]
         if args.bzimage_boot:
             cfg = f"LINUX /vmlinuz\n  INITRD /initrd.img\n  APPEND {cmdline}\n"
-            files += [("VMLINUZ", assets.kernel.read_bytes())]
+            files += [("vmlinuz", assets.kernel)]
         else:
             cfg = f"KERNEL /mboot.c32\n  APPEND /kernel.mb {cmdline} --- /initrd.img\n"
-            files += [("MBOOT.C32", assets.mboot.read_bytes()),
-                      ("LIBCOM32.C32", assets.libcom32.read_bytes()),
-                      ("KERNEL.MB", assets.pvh.read_bytes())]
-        cfg = "DEFAULT x\nPROMPT 0\nTIMEOUT 0\nLABEL x\n  " + cfg
-        files += [("ISOLINUX.CFG", cfg.encode()), ("INITRD.IMG", initrd)]
-        iso = make_iso(files, "ISOLINUX.BIN")
-        (run / "boot.iso").write_bytes(iso)
+            files += [("mboot.c32", assets.mboot), ("libcom32.c32", assets.libcom32), ("kernel.mb", assets.pvh)]
+        (run / "isolinux.cfg").write_text("DEFAULT x\nPROMPT 0\nTIMEOUT 0\nLABEL x\n  " + cfg)
+        files += [("isolinux.cfg", run / "isolinux.cfg"), ("initrd.img", run / "initrd.img")]
+        make_iso(files, "isolinux.bin", run / "boot.iso")
         (run / "bochsrc").write_text(bochsrc(run, assets, cpuset, args.mem, args.ips,
                                              args.add_features, args.exclude_features))
         for n in ("console.txt", "stdout.bin", "stderr.bin"):
@@ -1176,261 +1034,14 @@ def run_program(args, assets: Assets, program: Path, prog_args, env, cpuset, tim
     finally:
         if not keep:
             shutil.rmtree(run, ignore_errors=True)
-        elif not args.keep:  # kept for a failure: drop the big image, keep the logs
+        elif not args.keep:  # kept for a failure: drop the big images, keep the logs
             (run / "boot.iso").unlink(missing_ok=True)
+            (run / "initrd.img").unlink(missing_ok=True)
+            shutil.rmtree(run / "initramfs", ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------------
 # Self-test
-
-SELFTEST_C = r"""
-#include <immintrin.h>
-#include <cpuid.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <pthread.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static unsigned zero_seed;
-static uint8_t A[64];
-static int8_t B[64];
-static int32_t C0[16];
-
-static void init_inputs(unsigned seed) {
-    for (int i = 0; i < 64; i++) {
-        A[i] = (uint8_t)(i * 37u + 11u + seed);
-        B[i] = (int8_t)(uint8_t)(i * 53u + 100u + seed);
-    }
-    A[0] = 255; B[0] = -128; A[1] = 255; B[1] = 127; A[2] = 0; A[3] = 255; B[3] = -128;
-    for (int j = 0; j < 16; j++) C0[j] = (int32_t)(j * 100003) - 700000;
-}
-
-/* The same sums as vpdpbusd: c[j] + sum_k u8 a[4j+k] * s8 b[4j+k], no saturation. */
-static void scalar(int n, int32_t *out) {
-    for (int j = 0; j < n; j++) {
-        int32_t s = C0[j];
-        for (int k = 0; k < 4; k++) s += (int32_t)A[4 * j + k] * (int32_t)B[4 * j + k];
-        out[j] = s;
-    }
-}
-
-__attribute__((noinline, target("avxvnni"))) static void vex256(int32_t *out) {
-    __m256i c = _mm256_loadu_si256((const __m256i *)C0);
-    __m256i a = _mm256_loadu_si256((const __m256i *)A);
-    __m256i b = _mm256_loadu_si256((const __m256i *)B);
-    _mm256_storeu_si256((__m256i *)out, _mm256_dpbusd_avx_epi32(c, a, b));
-}
-__attribute__((noinline, target("avx512f,avx512vnni"))) static void evex512(int32_t *out) {
-    __m512i c = _mm512_loadu_si512(C0);
-    __m512i a = _mm512_loadu_si512(A);
-    __m512i b = _mm512_loadu_si512(B);
-    _mm512_storeu_si512(out, _mm512_dpbusd_epi32(c, a, b));
-}
-__attribute__((noinline, target("avx512vl,avx512vnni"))) static void evex256(int32_t *out) {
-    __m256i c = _mm256_loadu_si256((const __m256i *)C0);
-    __m256i a = _mm256_loadu_si256((const __m256i *)A);
-    __m256i b = _mm256_loadu_si256((const __m256i *)B);
-    _mm256_storeu_si256((__m256i *)out, _mm256_dpbusd_epi32(c, a, b));
-}
-
-/* AMX-INT8: one tdpbssd on 16x64-byte tiles, C[m][n] += sum_k sum_i A[m][4k+i] * B[k][4n+i]
-   (all signed bytes), with the configuration in a static (never a stack object). */
-static struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }
-    tilecfg = { 1, 0, {0}, {64, 64, 64}, {16, 16, 16} };
-static int8_t TA[16][64], TB[16][64];
-
-static void amx_inputs(void) {
-    for (int m = 0; m < 16; m++)
-        for (int j = 0; j < 64; j++) {
-            TA[m][j] = (int8_t)(uint8_t)(m * 29u + j * 7u + 3u + zero_seed);
-            TB[m][j] = (int8_t)(uint8_t)(m * 41u + j * 13u + 200u + zero_seed);
-        }
-    TA[0][0] = -128; TB[0][0] = -128; TA[0][1] = 127; TB[0][4] = -128;
-}
-
-static unsigned long long xinuse_during, xinuse_after;
-static int yields;
-static unsigned long long xgetbv1(void) {
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
-    return ((unsigned long long)hi << 32) | lo;
-}
-
-/* out = TA x TB on the tiles, with `yields` sched_yield() calls between loading the tiles and
-   using them (another process using the tiles runs in between: the kernel must save and restore
-   them), and XINUSE (XGETBV with ECX = 1) read while the tiles are live and after they are
-   released. */
-__attribute__((noinline, target("amx-tile,amx-int8"))) static void amx16(int32_t out[16][16]) {
-    _tile_loadconfig(&tilecfg);
-    _tile_zero(0);
-    _tile_loadd(1, TA, 64);
-    _tile_loadd(2, TB, 64);
-    for (int y = 0; y < yields; y++) sched_yield();
-    xinuse_during = xgetbv1();
-    _tile_dpbssd(0, 1, 2);
-    _tile_stored(0, out, 64);
-    _tile_release();
-    xinuse_after = xgetbv1();
-}
-
-/* 0: every sum matches the scalar formula, 1: a mismatch. */
-static int amx_check(void) {
-    int32_t out[16][16];
-    memset(out, 0x55, sizeof out);
-    amx16(out);
-    for (int m = 0; m < 16; m++)
-        for (int n = 0; n < 16; n++) {
-            int32_t s = 0;
-            for (int k = 0; k < 16; k++)
-                for (int i = 0; i < 4; i++) s += (int32_t)TA[m][4 * k + i] * (int32_t)TB[k][4 * n + i];
-            if (out[m][n] != s) return 1;
-        }
-    return 0;
-}
-
-static void *amx_thread(void *arg) { *(int *)arg = amx_check(); return 0; }
-
-struct form { const char *name; int lanes; void (*fn)(int32_t *); };
-static const struct form forms[] = {
-    {"vex256", 8, vex256}, {"evex512", 16, evex512}, {"evex256", 8, evex256},
-};
-
-static sigjmp_buf jb;
-static void on_sigill(int sig) { (void)sig; siglongjmp(jb, 1); }
-
-int main(int argc, char **argv) {
-    static volatile unsigned zero = 0;
-    init_inputs(zero);  /* runtime inputs: nothing can be constant-folded */
-    zero_seed = zero;
-    amx_inputs();
-    if (argc == 3 && strcmp(argv[1], "die") == 0) {
-        for (unsigned i = 0; i < sizeof forms / sizeof forms[0]; i++)
-            if (strcmp(argv[2], forms[i].name) == 0) {
-                int32_t out[16];
-                printf("executing %s with no SIGILL handler\n", forms[i].name);
-                fflush(stdout);
-                forms[i].fn(out);
-                printf("survived %s: out[0]=%d\n", forms[i].name, out[0]);
-                return 0;
-            }
-        return 2;
-    }
-    if (argc == 3 && strcmp(argv[1], "loop") == 0) {
-        /* a known loop for speed measurements: N iterations of a dependent multiply-add */
-        unsigned long n = strtoul(argv[2], 0, 10);
-        volatile unsigned long acc = 1;
-        unsigned long x = acc;
-        for (unsigned long i = 0; i < n; i++) x = x * 6364136223846793005ul + i;
-        acc = x;
-        printf("loop %lu done %lu\n", n, (unsigned long)acc);
-        return 0;
-    }
-    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0, osx;
-    __cpuid(1, a, b, c, d);
-    osx = (c >> 27) & 1;
-    unsigned long long xcr0 = 0;
-    if (osx) {
-        unsigned lo, hi;
-        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        xcr0 = ((unsigned long long)hi << 32) | lo;
-    }
-    __cpuid_count(7, 0, a, b7, c7, d);
-    __cpuid_count(7, 1, a71, b, c, d);
-    unsigned d7, xfd;
-    __cpuid_count(7, 0, a, b, c, d7);
-    __cpuid_count(0xd, 1, xfd, b, c, d);
-    printf("cpuid osxsave=%u xcr0=0x%llx avx2=%u avx512f=%u avx512bw=%u avx512vl=%u "
-           "avx512vnni=%u avxvnni=%u amx=%u xfd=%u\n", osx, xcr0, (b7 >> 5) & 1, (b7 >> 16) & 1,
-           (b7 >> 30) & 1, (b7 >> 31) & 1, (c7 >> 11) & 1, (a71 >> 4) & 1,
-           ((d7 >> 24) & 1) & ((d7 >> 25) & 1), (xfd >> 4) & 1);
-    __builtin_cpu_init();
-    printf("builtin avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512vnni=%d "
-           "avxvnni=%d\n",
-           !!__builtin_cpu_supports("avx2"), !!__builtin_cpu_supports("fma"),
-           !!__builtin_cpu_supports("f16c"), !!__builtin_cpu_supports("avx512f"),
-           !!__builtin_cpu_supports("avx512bw"), !!__builtin_cpu_supports("avx512vl"),
-           !!__builtin_cpu_supports("avx512vnni"), !!__builtin_cpu_supports("avxvnni"));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigill;
-    sigaction(SIGILL, &sa, 0);
-    int32_t want[16];
-    scalar(16, want);
-    for (unsigned i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-        int32_t out[16];
-        memset(out, 0, sizeof out);
-        if (sigsetjmp(jb, 1) == 0) {
-            forms[i].fn(out);
-            int ok = memcmp(out, want, forms[i].lanes * 4) == 0;
-            printf("form %s %s out=%d,%d,%d,%d,%d want=%d,%d,%d,%d,%d\n", forms[i].name,
-                   ok ? "ok" : "MISMATCH", out[0], out[1], out[2], out[3], out[forms[i].lanes - 1],
-                   want[0], want[1], want[2], want[3], want[forms[i].lanes - 1]);
-        } else {
-            printf("form %s SIGILL\n", forms[i].name);
-        }
-    }
-    /* AMX under Linux: without the tile-data permission the first tile instruction must end in
-       SIGILL (XFD's #NM, refused by the kernel; #UD where there is no AMX); with it (asked for
-       once, by this thread) the sums must be exact here, in a thread created after, and in a
-       child after fork(). */
-    if (sigsetjmp(jb, 1) == 0)
-        printf("form amx-noperm %s\n", amx_check() ? "MISMATCH" : "ok");
-    else
-        printf("form amx-noperm SIGILL\n");
-    long perm = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */);
-    printf("amx permission %s\n", perm == 0 ? "granted" : "refused");
-    if (sigsetjmp(jb, 1) == 0)
-        printf("form amx %s\n", amx_check() ? "MISMATCH" : "ok");
-    else
-        printf("form amx SIGILL\n");
-    if (perm != 0) {  /* no AMX: the thread's SIGILL could not be caught there */
-        printf("form amx-thread skipped\nform amx-fork skipped\nform amx-switch skipped\n");
-        return 0;
-    }
-    int tres = -1;
-    pthread_t th;
-    if (pthread_create(&th, 0, amx_thread, &tres) == 0) {
-        void *ret;
-        pthread_join(th, &ret);
-        printf("form amx-thread %s\n", tres == 0 ? "ok" : "MISMATCH");
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGILL, SIG_DFL);
-        _exit(amx_check());
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    printf("form amx-fork %s\n", WIFEXITED(st) ? (WEXITSTATUS(st) == 0 ? "ok" : "MISMATCH")
-                                              : (WTERMSIG(st) == SIGILL ? "SIGILL" : "killed"));
-    /* two processes, each with its own tile contents, yielding to each other while the tiles are
-       live: each must get its own sums (the kernel saves/restores the tile data) */
-    yields = 20;
-    fflush(stdout);
-    pid = fork();
-    if (pid == 0) {
-        zero_seed = 77;
-        amx_inputs();
-        int bad = 0;
-        for (int r = 0; r < 10; r++) bad |= amx_check();
-        _exit(bad);
-    }
-    int bad = 0;
-    for (int r = 0; r < 10; r++) bad |= amx_check();
-    waitpid(pid, &st, 0);
-    printf("form amx-switch %s\n", !bad && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "MISMATCH");
-    printf("amx xinuse during=0x%llx after=0x%llx\n", xinuse_during & 0x60000, xinuse_after & 0x60000);
-    return 0;
-}
-"""
 
 # What each set must report (cpuid bits and gcc's __builtin_cpu_supports) and run.
 SELFTEST_EXPECT = {
@@ -1446,15 +1057,18 @@ SELFTEST_AMX = {"amx": dict(amx=1, xfd=1)}
 
 
 def self_test(args, assets):
+    """Builds SELFTEST_SOURCE statically with the host gcc and runs it on each set of --sets (default
+    all but avx512), holding what it reports and runs against SELFTEST_EXPECT / SELFTEST_AMX, and on
+    the avx2 set checks that VEX vpdpbusd without a handler kills it with SIGILL. Prints a PASS or
+    FAIL line per check and a summary; returns 0 when all passed, else 1. ToolError without gcc or
+    when the program does not build."""
     gcc = shutil.which("gcc")
     if not gcc:
         raise ToolError("--self-test needs gcc")
     work = assets.cache / "selftest"
     work.mkdir(parents=True, exist_ok=True)
-    src = work / "vnni-selftest.c"
-    src.write_text(SELFTEST_C)
     exe = work / "vnni-selftest"
-    p = subprocess.run([gcc, "-O2", "-static", "-o", str(exe), str(src)],
+    p = subprocess.run([gcc, "-O2", "-static", "-o", str(exe), str(SELFTEST_SOURCE)],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         raise ToolError("compiling the self-test failed:\n" + p.stdout)
@@ -1565,7 +1179,9 @@ SIGILL); {EXIT_TIMEOUT} if --timeout expired; {EXIT_EMU_FAILURE} if the emulator
 First use downloads (with apt, through a private configuration under CACHE/apt, no system-wide
 install; from the Debian archive that this machine's apt sources name, or --mirror) bochs
 {BOCHS_UPSTREAM} source from Debian {SRC_SUITE} and builds it (needs g++, make; a few minutes), and bochsbios, vgabios, busybox-static, isolinux, syslinux-common and
-linux-image-amd64's kernel from Debian {BIN_SUITE}. Later runs only boot: a few seconds.
+linux-image-amd64's kernel from Debian {BIN_SUITE}; xorriso and cpio, which make the guest's images,
+are installed system-wide with apt-get where missing (tools/toolchain.py). Later runs only boot: a few
+seconds.
 
 Examples:
   python3 tools/x86-emu.py --cpu avx512vnni -- ./target/x86_64-unknown-linux-gnu/release/foo --bar
