@@ -28,6 +28,9 @@
 //! scales (0.01..0.02) and activations of magnitude ~1: no denormal products, which would make
 //! the float step ~16x slower and say nothing about the kernels.
 
+#[path = "support/peak.rs"]
+mod peak;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
@@ -160,10 +163,10 @@ fn bench_read_bw(c: &mut Criterion) {
 }
 
 /// Issue limits: the peak MAC rate of `vpdpbusd` zmm / ymm (VEX), `vpmaddubsw` ymm and AMX
-/// `tdpbssd` on this machine (`ggml_t2p::kernels::peak`), 1 thread and all threads, so that
+/// `tdpbssd` on this machine (`support/peak.rs`), 1 thread and all threads, so that
 /// `tools/bench-report.py` can give each gemm as a share of its level's limit from the same run.
 fn bench_issue_limit(c: &mut Criterion) {
-    use ggml_t2p::kernels::peak::Probe;
+    use peak::Probe;
     let mut g = c.benchmark_group("issue_limit");
     g.sample_size(20);
     for probe in Probe::ALL {
@@ -347,7 +350,7 @@ fn bench_simd(c: &mut Criterion) {
     // Bonsai 2 27B matmul shapes (rows x k)
     let shapes = [(5120, 17408), (17408, 5120), (5120, 6144), (6144, 5120)];
     // gemm2/gemm3: small batches (2 or 3 sequences, short speculative drafts; on avx2 their own
-    // tiles, README "Small batches on `avx2`")
+    // tiles, docs/results.md "Small batches on `avx2`")
     for (group, n_cols) in [("gemv", 1usize), ("gemm2", 2), ("gemm3", 3), ("gemm4", 4), ("gemm64", 64)] {
         let mut g = c.benchmark_group(group);
         g.sample_size(10);

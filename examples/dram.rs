@@ -9,7 +9,7 @@
 //!   PTQ1_0, 1.14 GB as X16, well beyond any last-level cache) is repacked by the library to X16
 //!   and by this program to P16 (below). Both copies and the read loop's source are allocated
 //!   with `madvise(MADV_HUGEPAGE)` on Linux unless `--no-thp` (the shim does so for its
-//!   buffers only with `GGML_T2P_HUGE_PAGES=1`; see README "Decode at the memory limit").
+//!   buffers only with `GGML_T2P_HUGE_PAGES=1`; see docs/results.md, "Decode from DRAM").
 //! - Outputs first: the X16 gemv of every level and the P16 gemv must give the same bits as the
 //!   library's reference `vec_dot_ptq1_0_q8_k` (checked on every row), or the run stops.
 //! - Then each repetition times, per thread count, in turn: the read loop over the X16 bytes,
@@ -27,11 +27,11 @@
 //! - `X16 proto S str` rows (AVX-512 VNNI): a stand-alone copy of the avx512vnni gemv that walks
 //!   `S` = 1, 2, 4, 8 row tiles side by side; how the library's `GEMV_STREAMS` was chosen.
 //!
-//! ## P16: the PTQ1_0-native x86 layout measured here (not shipped; see README)
+//! ## P16: the PTQ1_0-native x86 layout measured here (not shipped; see docs/ptq1_0.md)
 //! Sixteen rows of one 128-weight block in 448 bytes (16 x 28, every file byte kept): the 16 fp16
 //! scales, then six 64-byte words whose 32-bit lane `r` holds row `r`'s `qs[4w .. 4w+4]`, then the
 //! 16 rows' two `qh` bytes. Digit `n` of a byte `q` is `(3 t_n) >> 8` with `t_n = q 3^n mod 256`
-//! (NOTES.md section 1), so `256 digit_n = 3 t_n - t_(n+1)`: with `t_(n+1) = t_n + t_n + t_n` (two
+//! (docs/formats.md §2), so `256 digit_n = 3 t_n - t_(n+1)`: with `t_(n+1) = t_n + t_n + t_n` (two
 //! byte adds) the digit dot of a word is `(3 * dot(t_n, y) - dot(t_(n+1), y)) / 256`, exactly, from
 //! two `vpdpbusd` and no decoding at all. A block costs 68 `vpdpbusd` (X16: 32) for 18% fewer bytes.
 use ggml_t2p::format::{BlockPtq1_0, BlockQ8K, BlockX16, QK};
@@ -107,7 +107,7 @@ impl Default for ActP16 {
     }
 }
 
-/// Element of byte `i` (0..26, `qs` then `qh`), digit `n` of a PTQ1_0 block (NOTES.md section 1).
+/// Element of byte `i` (0..26, `qs` then `qh`), digit `n` of a PTQ1_0 block (docs/formats.md §2).
 fn element(i: usize, n: usize) -> usize {
     if i < 16 {
         16 * n + i

@@ -1,5 +1,5 @@
 //! Side-by-side timing of every x86 level this CPU runs, on the same X16 matrices and activations,
-//! for choosing [`KernelLevel::best`]'s order per CPU class (README, "Which level `auto` picks").
+//! for choosing [`KernelLevel::best`]'s order per CPU class (docs/architecture.md, "Kernel levels").
 //!
 //! Usage: `cargo run --release --example levels -- [--reps N] [--quick | --dram] [--cols LIST]`
 //!
@@ -10,23 +10,27 @@
 //! - One thread, one call at a time; each timed batch is about 20 ms of calls. Reports the best
 //!   and the median per call over the repetitions, the weights streamed per second (gemv), MACs
 //!   per second (gemm), each level's time relative to the fastest level of its row, and for gemm
-//!   the share of the level's issue limit (`kernels::peak`, timed the same way in this process,
+//!   the share of the level's issue limit (`benches/support/peak.rs`, timed the same way in this process,
 //!   once per repetition beside the kernels; the best so far).
 //! - Every level's outputs are compared bit for bit with the first level's before timing: a
 //!   mismatch stops the run (the table is only worth something if the kernels agree).
 //! - Where the `amx` level runs, batches that reach its tiles are also timed with the other
 //!   arrangement of its tile chains (`amx 1x1`, [`kernels::amx::Blocking::OneByOne`], through
-//!   `kernels::amx::gemm_native`; the level itself runs `kernels::amx::BLOCKING`), and `--cols`
+//!   `kernels::amx_model::gemm_native`; the level itself runs `kernels::amx::BLOCKING`), and `--cols`
 //!   lists the batch widths to time, e.g. `--cols 4,8,12,16,24,32,48,64` for the width from
-//!   which `amx` is faster than `avx512vnni` (`kernels::dispatch::AMX_MIN_COLS`).
+//!   which `amx` is faster than `avx512vnni` (`kernels::table::AMX_MIN_COLS`).
 use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::PackedActs;
+#[path = "../benches/support/peak.rs"]
+mod peak;
+
 use ggml_t2p::kernels::amx::Blocking;
-use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
+use ggml_t2p::kernels::table::AMX_MIN_COLS;
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{kernels, Activations, CpuFeatures, KernelLevel, PackedWeights};
 use half::f16;
+use peak::Probe;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -126,14 +130,12 @@ fn main() {
         println!("levels: no x86 level runs on this CPU; nothing to time");
         return;
     }
-    // each level's issue limit (kernels::peak), timed the same way in this process: once here for
+    // each level's issue limit (support/peak.rs), timed the same way in this process: once here for
     // the log line, then once more per repetition beside the kernels (best of all), so that a
     // change of clock during the run moves both sides of the share alike
-    let probes: Vec<Option<ggml_t2p::kernels::peak::Probe>> = levels
-        .iter()
-        .map(|&l| ggml_t2p::kernels::peak::Probe::ALL.into_iter().find(|p| p.level() == l && p.is_available()))
-        .collect();
-    let time_probe = |p: ggml_t2p::kernels::peak::Probe| -> f64 {
+    let probes: Vec<Option<Probe>> =
+        levels.iter().map(|&l| Probe::ALL.into_iter().find(|p| p.level() == l && p.is_available())).collect();
+    let time_probe = |p: Probe| -> f64 {
         let iters = 400_000_000 / p.macs_per_round();
         let t = cpu_ns();
         let macs = p.run(iters).unwrap_or(0) as f64;
@@ -296,7 +298,7 @@ fn main() {
 enum Arm {
     Level(KernelLevel),
     Amx(Blocking),
-    /// `kernels::amx::gemm_without_tiles` with the level's blocking: its outputs are not
+    /// `kernels::amx_model::gemm_without_tiles` with the level's blocking: its outputs are not
     /// products, so they are not compared.
     NoTiles,
 }
@@ -331,8 +333,10 @@ impl Arm {
     fn run(&self, w: &PackedWeights<'_>, p: &PackedActs<'_>, dst: &mut [f32], n_rows: usize) {
         match self {
             Arm::Level(l) => kernels::gemm_packed(*l, w, p, dst, n_rows, 0..n_rows),
-            Arm::Amx(b) => kernels::amx::gemm_native(w, p, dst, n_rows, 0..n_rows, *b),
-            Arm::NoTiles => kernels::amx::gemm_without_tiles(w, p, dst, n_rows, 0..n_rows, kernels::amx::BLOCKING),
+            Arm::Amx(b) => kernels::amx_model::gemm_native(w, p, dst, n_rows, 0..n_rows, *b),
+            Arm::NoTiles => {
+                kernels::amx_model::gemm_without_tiles(w, p, dst, n_rows, 0..n_rows, kernels::amx::BLOCKING)
+            }
         }
         .unwrap()
     }

@@ -15,11 +15,11 @@
 //! [`set_repack_threads`] (default: the available parallelism), and 1 for matrices under
 //! [`PARALLEL_MIN_BYTES`].
 
+use crate::error::Error;
 use crate::format::{
     check_shape, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0,
     X16_ROWS, ZERO_ROW,
 };
-use crate::Error;
 use core::mem::size_of;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

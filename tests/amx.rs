@@ -1,4 +1,5 @@
-//! The AMX level's tile kernel under the scalar tile model ([`ggml_t2p::kernels::amx`]), on every
+//! The AMX level's tile kernel ([`ggml_t2p::kernels::amx`]) under the scalar tile model
+//! ([`ggml_t2p::kernels::amx_model`], feature `testing`, on through the dev-dependency), on every
 //! machine: bit for bit against the reference dot for every batch width 1..=40 (padded column
 //! tiles), row ranges, rows of k = 128 * odd, thread splits, both sources. Where the CPU has AMX
 //! (and the OS permits it), the native kernel runs in `oracle.rs` like every other level and is
@@ -9,8 +10,9 @@ mod common;
 use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
 use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
-use ggml_t2p::kernels::amx::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts, Blocking, PASS_TILES};
-use ggml_t2p::kernels::dispatch::AMX_MIN_COLS;
+use ggml_t2p::kernels::amx::{Blocking, PASS_TILES};
+use ggml_t2p::kernels::amx_model::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts};
+use ggml_t2p::kernels::table::AMX_MIN_COLS;
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{Activations, Error, KernelLevel, PackedWeights};
@@ -401,7 +403,7 @@ fn native_equals_model_where_available() {
     }
     let mut checked = 0;
     let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
-    let calls = || BLOCKINGS.map(ggml_t2p::kernels::amx::native_tile_calls);
+    let calls = || BLOCKINGS.map(ggml_t2p::kernels::amx_model::native_tile_calls);
     let calls_before = calls();
     for n_cols in widths {
         let c = case(0xF0F0 + n_cols as u64, 68, 384, n_cols, false);

@@ -19,6 +19,10 @@
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
+#[allow(dead_code)] // only the tdpbssd probe is used here
+#[path = "../benches/support/peak.rs"]
+mod peak;
+
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -146,8 +150,8 @@ fn violations(insns: &[Insn]) -> Vec<String> {
 #[test]
 fn no_call_between_ldtilecfg_and_tile_instructions() {
     // keep the native kernel and the issue-limit probe in this binary
-    std::hint::black_box(ggml_t2p::kernels::amx::gemm_native as *const () as usize);
-    std::hint::black_box(ggml_t2p::kernels::peak::Probe::run as *const () as usize); // (its tdpbssd loop)
+    std::hint::black_box(ggml_t2p::kernels::amx_model::gemm_native as *const () as usize);
+    std::hint::black_box(peak::Probe::run as *const () as usize); // (its tdpbssd loop)
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("objdump")
         .args(["-d", "-C", "--no-show-raw-insn", "-M", "intel"])

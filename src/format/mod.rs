@@ -17,7 +17,7 @@ pub use q8_k::BlockQ8K;
 pub use t2p::{t2p_position, BlockT2p, SPREAD};
 pub use x16::{transpose_2bit_4x4, x16_position, BlockX16, X16_ROWS, ZERO_ROW};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Weights per PQ2_0, PTQ1_0 and T2P block row (one fp16 scale each).
 pub const QK: usize = 128;

@@ -3,7 +3,8 @@
 //! callers only ask for its size ([`packed_size`]) and fill it ([`pack_raw`], safe for disjoint
 //! pieces from several threads at once).
 //!
-//! Four formats, picked by [`ActFormat::for_kernel`] from the layout, kernel level and batch width:
+//! Four formats; which one a kernel reads is a column of the kernel table (`table.rs`), asked with
+//! [`ActFormat::for_kernel`] (from the layout, kernel level and batch width):
 //!
 //! | format | element | for |
 //! |---|---|---|
@@ -19,10 +20,9 @@
 //! all-zero blocks) are never read: as `-sum(y)` in [`Q8Half`], and in the ARM formats as ready-made
 //! accumulator seeds `M - sum(y)` and `M + sum(y)` with `M =` [`MAGIC`] (see there).
 
-use super::features::KernelLevel;
+use crate::error::Error;
 use crate::format::{cast_blocks, check_k, BlockQ8K, Pod, QK};
-use crate::repack::Layout;
-use crate::Error;
+use crate::reference::ROUNDING_MAGIC;
 use core::mem::size_of;
 use core::ptr::addr_of_mut;
 
@@ -47,16 +47,12 @@ impl Default for Q8Half {
     }
 }
 
-/// `0x4B40_0000`, the bits of the float `1.5 * 2^23 = 12582912.0` ([`MAGIC_F32`]). While
+/// `0x4B40_0000`, the bits of the float [`ROUNDING_MAGIC`] `= 1.5 * 2^23 = 12582912.0`. While
 /// `|v| < 2^22`, the int32 `MAGIC + v` read as a float is exactly `12582912 + v`, so one `fsub` of
-/// [`MAGIC_F32`] turns it into `(float) v` with no `scvtf`. The ARM kernels seed an accumulator of
-/// each block with `MAGIC - sum(y)` (code decoders: it ends at `MAGIC + isum`) or `MAGIC + sum(y)`
-/// (negated decoders: it ends at `MAGIC - isum`); `|isum| <= 128 * 2 * 128 < 2^22`.
-pub const MAGIC: i32 = 0x4B40_0000;
-/// The float whose bits are [`MAGIC`]: `12582912.0`.
-pub const MAGIC_F32: f32 = 12_582_912.0;
-
-const _: () = assert!(MAGIC_F32.to_bits() == MAGIC as u32);
+/// [`ROUNDING_MAGIC`] turns it into `(float) v` with no `scvtf`. The ARM kernels seed an
+/// accumulator of each block with `MAGIC - sum(y)` (code decoders: it ends at `MAGIC + isum`) or
+/// `MAGIC + sum(y)` (negated decoders: it ends at `MAGIC - isum`); `|isum| <= 128 * 2 * 128 < 2^22`.
+pub const MAGIC: i32 = ROUNDING_MAGIC.to_bits() as i32;
 
 /// One column's 128-value half block prepared for `sdot`: chunk `c` (values `8c..8c+8`)
 /// duplicated into both halves of `qs[c]`.
@@ -182,22 +178,6 @@ pub enum ActFormat {
 }
 
 impl ActFormat {
-    /// The format the kernels of `level` read for `layout` and `n_cols` columns.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] if `level` has no kernels for `layout`.
-    pub fn for_kernel(layout: Layout, level: KernelLevel, n_cols: usize) -> Result<Self, Error> {
-        if !level.runs(layout) {
-            return Err(Error::Unsupported);
-        }
-        Ok(match level {
-            KernelLevel::Dotprod | KernelLevel::I8mm if n_cols == 1 => ActFormat::Dup,
-            KernelLevel::Dotprod | KernelLevel::I8mm => ActFormat::X4,
-            KernelLevel::Amx if n_cols >= super::dispatch::AMX_MIN_COLS => ActFormat::T16,
-            _ => ActFormat::Halves,
-        })
-    }
-
     /// Bytes of one element.
     pub fn element_size(self) -> usize {
         match self {

@@ -23,7 +23,7 @@ pub(crate) unsafe fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4
 }
 
 /// `ldp x0, x1, [p, #32 * C]` (chunk `C` of a Q8_Kx4 pack's values), then `acc[0] += x0 . w0`, `acc[1] += x1 . w0`, `acc[2] += x0 . w1`,
-/// `acc[3] += x1 . w1` (four `smmla`, see [`smmla`]).
+/// `acc[3] += x1 . w1` (four `smmla` instructions).
 ///
 /// One asm block, not marked pure: the compiler keeps these loads in program order instead of
 /// hoisting all activation loads of a 4x16 tile to the top of the block, which needs more vector

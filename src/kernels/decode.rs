@@ -4,10 +4,10 @@
 //! per-block float step and the column store they all use. [`T2pDecoder`] is here; the PTQ1_0x4
 //! decoder lives with its kernels in `ptq1_0_neon`.
 
-use super::act_pack::MAGIC_F32;
 use super::asm::load_f16x4;
 use super::operands::Job;
 use crate::format::BlockT2p;
+use crate::reference::ROUNDING_MAGIC;
 use core::arch::aarch64::*;
 
 /// Receives the decoded chunks of one block (see [`ChunkDecoder::chunks`]).
@@ -99,7 +99,7 @@ impl ChunkDecoder for T2pDecoder {
 pub(crate) unsafe fn apply(negated: bool, sumf: float32x4_t, scale: float32x4_t, v: int32x4_t) -> float32x4_t {
     // SAFETY: register operations; NEON is baseline on aarch64.
     unsafe {
-        let f = vsubq_f32(vreinterpretq_f32_s32(v), vdupq_n_f32(MAGIC_F32));
+        let f = vsubq_f32(vreinterpretq_f32_s32(v), vdupq_n_f32(ROUNDING_MAGIC));
         if negated {
             vfmsq_f32(sumf, scale, f)
         } else {

@@ -1,25 +1,25 @@
-//! The one dispatch table: (level, weight layout, activation format) -> one kernel
-//! ([`gemm_raw`]), and the entry points that reach it; level -> Q8_K activation quantizer
-//! ([`quantize_q8_k`]). The only module that names ISA files.
+//! The entry points that reach the kernels: (level, weight layout, batch width) -> one kernel of
+//! the kernel table ([`super::table`]), through [`gemm_raw`]; level -> Q8_K activation quantizer
+//! ([`quantize_q8_k`]). Names no ISA file: every kernel is an entry of the table.
 
-use super::act_pack::{ActBlockX4, ActDup, ActFormat, ActTile16, PackedActs, Q8Half};
-use super::features::KernelLevel;
+use super::act_pack::{ActFormat, ActPack, PackedActs};
 use super::operands::{validate, Activations, Job, OutPtr, PackedWeights};
-use super::scalar;
-#[cfg(target_arch = "aarch64")]
-use super::{neon_dotprod, neon_i8mm, neon_quant, ptq1_0_neon};
-#[cfg(target_arch = "x86_64")]
-use super::{x86_amx, x86_avx2, x86_quant, x86_vnni};
-use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK, QK_K};
+use super::table::{Entry, KernelLevel};
+use crate::error::Error;
+use crate::format::{BlockQ8K, QK, QK_K};
 use crate::reference::{self, Contract};
-use crate::Error;
+use crate::repack::Layout;
 use core::ops::Range;
 
-/// The narrowest batch the [`KernelLevel::Amx`] level runs on tiles (packed as
-/// [`ActFormat::T16`]); gemv and narrower batches run its AVX-512 VNNI kernels (Halves pack).
-/// 16 = one full `A` tile: a placeholder, NOT measured (the AMX path has not run on AMX hardware
-/// yet); the crossover is to be timed against `avx512vnni` on a Sapphire/Emerald Rapids Xeon.
-pub const AMX_MIN_COLS: usize = 16;
+impl Activations<'_> {
+    /// Packs these activations for `level`'s kernels on `layout`.
+    ///
+    /// # Errors
+    /// As [`ActFormat::for_kernel`] and [`ActPack::new`].
+    pub fn pack(&self, layout: Layout, level: KernelLevel) -> Result<ActPack, Error> {
+        ActPack::new(ActFormat::for_kernel(layout, level, self.n_cols)?, self.k, self.n_cols, self.blocks)
+    }
+}
 
 /// Computes rows `rows` of `dst = W x A` for every activation column, packing the activations
 /// for `level` first (a convenience for tests and tools; a matrix multiplication in ggml packs
@@ -99,10 +99,13 @@ pub unsafe fn gemm_raw(
     col_stride: usize,
     rows: Range<usize>,
 ) -> Result<(), Error> {
-    if !level.is_available() || !level.runs(w.layout()) {
+    if !level.is_available() {
         return Err(Error::Unsupported);
     }
-    if ActFormat::for_kernel(w.layout(), level, a.n_cols)? != a.format {
+    let Some(kernel) = level.kernel(w.layout(), a.n_cols) else {
+        return Err(Error::Unsupported); // no kernels for the layout
+    };
+    if kernel.act != a.format {
         return Err(Error::InvalidArgument);
     }
     validate(w, a, dst_len, col_stride, &rows)?;
@@ -115,35 +118,32 @@ pub unsafe fn gemm_raw(
     if !(dst as usize).is_multiple_of(core::mem::align_of::<f32>()) {
         return Err(Error::Misaligned);
     }
+    let Some(entry) = kernel.entry else {
+        return Err(Error::Unsupported); // another architecture's kernel (its level is unavailable)
+    };
     let out = OutPtr { ptr: dst, col_stride };
     let nb = w.k() / QK;
     let tile = w.layout().tile_rows();
     let tiles = rows.start / tile..rows.end.div_ceil(tile);
     let (n_cols, n_rows) = (a.n_cols, w.n_rows());
     macro_rules! job {
-        ($blocks:expr, $act:ty) => {
-            Job { w: $blocks, nb, n_rows, act: a.elements::<$act>(), n_cols, out, tiles }
+        ($blocks:expr) => {
+            Job { w: $blocks, nb, n_rows, act: a.elements(), n_cols, out, tiles }
         };
     }
-    // SAFETY: (every arm) validated above; the level is available; the caller owns the rows.
+    // SAFETY: (every arm) validated above, in the format the kernel reads; the level is
+    // available (its features present, so its entry points run); the caller owns the rows.
     unsafe {
-        match (*w, a.format) {
-            (PackedWeights::T2p { blocks, .. }, ActFormat::Halves) => {
-                scalar::gemm_t2p_4xn_q8_k_generic(job!(blocks, Q8Half))
-            }
-            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::Halves) => {
-                scalar::gemm_ptq1_0x4_4xn_q8_k_generic(job!(blocks, Q8Half))
-            }
-            (PackedWeights::X16 { blocks, .. }, ActFormat::Halves) => run_x16(level, job!(blocks, Q8Half)),
-            (PackedWeights::X16 { blocks, .. }, ActFormat::T16) => run_amx(job!(blocks, ActTile16)),
-            (PackedWeights::T2p { blocks, .. }, ActFormat::Dup) => run_t2p_gemv(job!(blocks, ActDup)),
-            (PackedWeights::T2p { blocks, .. }, ActFormat::X4) => run_t2p_gemm(level, job!(blocks, ActBlockX4)),
-            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::Dup) => run_ptq1_gemv(job!(blocks, ActDup)),
-            (PackedWeights::Ptq1_0x4 { blocks, .. }, ActFormat::X4) => run_ptq1_gemm(level, job!(blocks, ActBlockX4)),
-            (PackedWeights::X16 { .. }, _) => return Err(Error::InvalidArgument),
-            (PackedWeights::T2p { .. } | PackedWeights::Ptq1_0x4 { .. }, ActFormat::T16) => {
-                return Err(Error::InvalidArgument)
-            }
+        match (entry, *w) {
+            (Entry::T2pHalves(f), PackedWeights::T2p { blocks, .. }) => f(job!(blocks)),
+            (Entry::Ptq1Halves(f), PackedWeights::Ptq1_0x4 { blocks, .. }) => f(job!(blocks)),
+            (Entry::X16Halves(f), PackedWeights::X16 { blocks, .. }) => f(job!(blocks)),
+            (Entry::X16Tile16(f), PackedWeights::X16 { blocks, .. }) => f(job!(blocks)),
+            (Entry::T2pDup(f), PackedWeights::T2p { blocks, .. }) => f(job!(blocks)),
+            (Entry::T2pX4(f), PackedWeights::T2p { blocks, .. }) => f(job!(blocks)),
+            (Entry::Ptq1Dup(f), PackedWeights::Ptq1_0x4 { blocks, .. }) => f(job!(blocks)),
+            (Entry::Ptq1X4(f), PackedWeights::Ptq1_0x4 { blocks, .. }) => f(job!(blocks)),
+            _ => unreachable!("the table's kernel for {:?} reads another layout", w.layout()),
         }
     }
     Ok(())
@@ -165,17 +165,11 @@ pub fn quantize_q8_k(level: KernelLevel, x: &[f32], y: &mut [BlockQ8K], contract
     if y.len().checked_mul(QK_K) != Some(x.len()) {
         return Err(Error::Shape);
     }
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA available (the level is); the lengths agree (checked above).
-        KernelLevel::Avx2 | KernelLevel::AvxVnni => unsafe { x86_quant::quantize_q8_k_avx2(x, y, contract) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512 F and BW available (the level is); the lengths agree (checked above).
-        KernelLevel::Avx512Vnni | KernelLevel::Amx => unsafe { x86_quant::quantize_q8_k_avx512(x, y, contract) },
-        #[cfg(target_arch = "aarch64")]
-        // SAFETY: NEON available (the level is); the lengths agree (checked above).
-        KernelLevel::Dotprod | KernelLevel::I8mm => unsafe { neon_quant::quantize_q8_k_neon(x, y, contract) },
-        _ => return reference::quantize_row_q8_k(x, y, contract),
+    match level.spec().quantize {
+        // SAFETY: the level is available (its quantizer's features with it); the lengths agree
+        // (checked above).
+        Some(quantize) => unsafe { quantize(x, y, contract) },
+        None => return reference::quantize_row_q8_k(x, y, contract),
     }
     Ok(())
 }
@@ -187,99 +181,4 @@ pub fn quantize_q8_k(level: KernelLevel, x: &[f32], y: &mut [BlockQ8K], contract
 /// [`Error::Shape`] if `x.len() != 256 * y.len()`.
 pub fn quantize_row_q8_k_fast(x: &[f32], y: &mut [BlockQ8K], contract: Contract) -> Result<(), Error> {
     quantize_q8_k(KernelLevel::best().unwrap_or(KernelLevel::Reference), x, y, contract)
-}
-
-/// # Safety
-/// `job` validated by `gemm_raw`; `level` available and one of the x86 levels (or the reference).
-unsafe fn run_x16(level: KernelLevel, job: Job<'_, BlockX16, Q8Half>) {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2, FMA and F16C available (the level is); `job` validated (function contract).
-        KernelLevel::Avx2 => unsafe { x86_avx2::run(job) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-VNNI and the AVX2 set available (the level is); `job` validated.
-        KernelLevel::AvxVnni => unsafe { x86_vnni::run_avxvnni(job) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512 F/BW/VL/VNNI and the AVX2 set available (the level is); `job` validated.
-        KernelLevel::Avx512Vnni => unsafe { x86_vnni::run_avx512vnni(job) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the Amx level includes AVX-512 VNNI (its narrow batches run there); `job`
-        // validated.
-        KernelLevel::Amx => unsafe { x86_vnni::run_avx512vnni(job) },
-        _ => scalar::gemm_x16_16xn_q8_k_generic(job),
-    }
-}
-
-/// # Safety
-/// `job` validated by `gemm_raw` with a T16 pack; the Amx level available (T16 is only chosen
-/// for it).
-#[allow(unused_variables)]
-unsafe fn run_amx(job: Job<'_, BlockX16, ActTile16>) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: AMX-TILE/INT8 usable and permitted, AVX-512 available (the level is); validated.
-    unsafe {
-        x86_amx::gemm_x16_16x16_q8_k_amx(&job, super::amx::BLOCKING)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("the T16 format is only used by the x86 AMX level");
-}
-
-/// # Safety
-/// `job` validated by `gemm_raw` with one column; dotprod available.
-#[allow(unused_variables)]
-unsafe fn run_t2p_gemv(job: Job<'_, BlockT2p, ActDup>) {
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: dotprod available (the Dup format is only chosen for the ARM levels).
-    unsafe {
-        neon_dotprod::gemv_t2p_4x1_q8_k_dotprod(job)
-    }
-    #[cfg(not(target_arch = "aarch64"))]
-    unreachable!("the Dup format is only used by the ARM levels");
-}
-
-/// # Safety
-/// `job` validated by `gemm_raw`; `level` is Dotprod or I8mm and available.
-#[allow(unused_variables)]
-unsafe fn run_t2p_gemm(level: KernelLevel, job: Job<'_, BlockT2p, ActBlockX4>) {
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: the level's features are available.
-    unsafe {
-        if level == KernelLevel::I8mm {
-            neon_i8mm::gemm_t2p_4x16_q8_k_i8mm(job)
-        } else {
-            neon_dotprod::gemm_t2p_4x4_q8_k_dotprod(job)
-        }
-    }
-    #[cfg(not(target_arch = "aarch64"))]
-    unreachable!("the X4 format is only used by the ARM levels");
-}
-
-/// # Safety
-/// As [`run_t2p_gemv`].
-#[allow(unused_variables)]
-unsafe fn run_ptq1_gemv(job: Job<'_, BlockPtq1_0x4, ActDup>) {
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: dotprod available.
-    unsafe {
-        ptq1_0_neon::gemv_ptq1_0x4_4x1_q8_k_dotprod(job)
-    }
-    #[cfg(not(target_arch = "aarch64"))]
-    unreachable!("the Dup format is only used by the ARM levels");
-}
-
-/// # Safety
-/// As [`run_t2p_gemm`].
-#[allow(unused_variables)]
-unsafe fn run_ptq1_gemm(level: KernelLevel, job: Job<'_, BlockPtq1_0x4, ActBlockX4>) {
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: the level's features are available.
-    unsafe {
-        if level == KernelLevel::I8mm {
-            ptq1_0_neon::gemm_ptq1_0x4_4x16_q8_k_i8mm(job)
-        } else {
-            ptq1_0_neon::gemm_ptq1_0x4_4x4_q8_k_dotprod(job)
-        }
-    }
-    #[cfg(not(target_arch = "aarch64"))]
-    unreachable!("the X4 format is only used by the ARM levels");
 }

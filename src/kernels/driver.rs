@@ -3,9 +3,9 @@
 
 use super::act_pack::PackedActs;
 use super::dispatch::gemm_raw;
-use super::features::KernelLevel;
 use super::operands::{validate, Activations, OutPtr, PackedWeights};
-use crate::Error;
+use super::table::KernelLevel;
+use crate::error::Error;
 
 /// [`gemm`](super::gemm) over all rows, split into `n_splits` row ranges (on row tile boundaries) run on the
 /// current rayon pool, with the activations packed once. The result does not depend on

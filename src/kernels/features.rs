@@ -1,9 +1,8 @@
-//! CPU features, kernel levels and the choice between them: what the running CPU offers
-//! ([`CpuFeatures`]), the level families ([`KernelLevel`]), the fastest one ([`KernelLevel::best`]),
-//! and a caller's promise for what the OS cannot tell ([`assume_kernel`]). Depends on no kernel.
+//! CPU features: what the running CPU and OS offer ([`CpuFeatures`]), asked once per process,
+//! plus what a caller promised where the OS cannot tell (recorded here, decided by the kernel
+//! table's `assume_kernel`). Depends on no kernel and on no level: which level needs which
+//! features is written in the kernel table (`table.rs`), which reads this module.
 
-use crate::repack::{Layout, SourceType};
-use crate::Error;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 /// CPU features the kernels care about.
@@ -24,7 +23,7 @@ pub struct CpuFeatures {
     pub avx512vnni: bool,
     /// AMX-TILE (`CPUID.(7,0):EDX[24]`) with the tile state enabled by the OS (XCR0 bits 17 and
     /// 18), on Linux; other OSes report it absent (never checked there). The Linux tile-data
-    /// permission is not asked here: [`KernelLevel::is_available`] asks it (once per process) only
+    /// permission is not asked here: `KernelLevel::is_available` asks it (once per process) only
     /// when the `amx` level itself is wanted, since a granted permission enlarges every signal
     /// frame of the host process.
     pub amx_tile: bool,
@@ -34,7 +33,7 @@ pub struct CpuFeatures {
     pub amd: bool,
 }
 
-/// Features a caller promised through [`assume_kernel`] (bits as in [`CpuFeatures::bits`]).
+/// Features a caller promised through `assume_kernel` (bits as in [`CpuFeatures::bits`]).
 static ASSUMED: AtomicU32 = AtomicU32::new(0);
 
 /// What the OS reported ([`CpuFeatures::query_os`]), asked once per process: [`CACHE_VALID`],
@@ -169,7 +168,7 @@ mod amx_os {
 
 impl CpuFeatures {
     /// Features the kernels may use on the running CPU: what the OS reports ([`CpuFeatures::os`])
-    /// plus what a caller promised with [`assume_kernel`].
+    /// plus what a caller promised with `assume_kernel`.
     /// Two atomic loads once the OS has been asked (the first call in the process asks).
     #[inline]
     pub fn detect() -> Self {
@@ -238,7 +237,7 @@ impl CpuFeatures {
     }
 
     /// The features with bits `b` set (see [`CpuFeatures::bits`]; `amd` is not a bit).
-    pub fn from_bits(b: u32) -> Self {
+    pub const fn from_bits(b: u32) -> Self {
         CpuFeatures {
             neon: b & 1 != 0,
             dotprod: b & 2 != 0,
@@ -270,195 +269,32 @@ impl CpuFeatures {
             | u32::from(self.amx_tile) << 6
             | u32::from(self.amx_int8) << 7
     }
-}
 
-/// Which family of kernels runs. The numeric values are the C header's `GGML_T2P_KERNEL_*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(i32)]
-pub enum KernelLevel {
-    /// The portable scalar kernels (`_generic`): always available, slow, the bit-exact twin.
-    Reference = 1,
-    /// NEON with `sdot`: gemv and a dotprod-only gemm (Cortex-A76, Neoverse-N1, Pi 5).
-    Dotprod = 2,
-    /// NEON with `sdot` and `smmla` (Armv8.6 i8mm: Neoverse-V2, Apple M2+, Oryon).
-    I8mm = 3,
-    /// x86-64 AVX2 + FMA + F16C: `vpmaddubsw` on X16 (int16 sums, exact by bound).
-    Avx2 = 4,
-    /// x86-64 AVX-VNNI: `vpdpbusd` on ymm, X16.
-    AvxVnni = 5,
-    /// x86-64 AVX-512 VNNI: `vpdpbusd` on zmm, X16.
-    Avx512Vnni = 6,
-    /// x86-64 AMX-INT8 (Sapphire Rapids and later): `tdpbssd` on 16x16 tiles for gemm of at least
-    /// [`AMX_MIN_COLS`](super::dispatch::AMX_MIN_COLS) columns, the AVX-512 VNNI kernels below
-    /// that (gemv, narrow batches), X16. Only by request (`GGML_T2P_KERNEL=amx`): never chosen
-    /// by [`KernelLevel::best`], as it has not been timed on AMX hardware yet.
-    Amx = 7,
-}
-
-impl KernelLevel {
-    /// All levels, portable first.
-    pub const ALL: [KernelLevel; 7] = [
-        KernelLevel::Reference,
-        KernelLevel::Dotprod,
-        KernelLevel::I8mm,
-        KernelLevel::Avx2,
-        KernelLevel::AvxVnni,
-        KernelLevel::Avx512Vnni,
-        KernelLevel::Amx,
-    ];
-
-    /// Parses the C value; `None` for anything else.
-    pub fn from_i32(v: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|l| *l as i32 == v)
-    }
-
-    /// Parses a name as printed by [`KernelLevel::name`]; `None` for anything else.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|l| l.name() == name)
-    }
-
-    /// Short name, as printed in logs and accepted by `GGML_T2P_KERNEL` (`ref`, `dotprod`,
-    /// `i8mm`, `avx2`, `avxvnni`, `avx512vnni`, `amx`).
-    pub fn name(self) -> &'static str {
-        self.name_c().trim_end_matches('\0')
-    }
-
-    /// [`KernelLevel::name`] NUL-terminated, for the C ABI.
-    pub(crate) fn name_c(self) -> &'static str {
-        match self {
-            KernelLevel::Reference => "ref\0",
-            KernelLevel::Dotprod => "dotprod\0",
-            KernelLevel::I8mm => "i8mm\0",
-            KernelLevel::Avx2 => "avx2\0",
-            KernelLevel::AvxVnni => "avxvnni\0",
-            KernelLevel::Avx512Vnni => "avx512vnni\0",
-            KernelLevel::Amx => "amx\0",
-        }
-    }
-
-    /// Whether this level has kernels for `layout`.
-    pub fn runs(self, layout: Layout) -> bool {
-        match self {
-            KernelLevel::Reference => true,
-            KernelLevel::Dotprod | KernelLevel::I8mm => matches!(layout, Layout::T2p | Layout::Ptq1_0x4),
-            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni | KernelLevel::Amx => {
-                layout == Layout::X16
-            }
-        }
-    }
-
-    /// Whether this level's kernels can run on the current CPU and build. For `amx` this also
-    /// asks Linux for the tile-data permission (once per process; refused: unavailable), so the
-    /// host process is changed only when the `amx` level is asked for.
-    pub fn is_available(self) -> bool {
-        let on_cpu = self.is_available_on(CpuFeatures::detect());
-        #[cfg(target_arch = "x86_64")]
-        if self == KernelLevel::Amx && on_cpu {
-            return amx_os::permission();
-        }
-        on_cpu
-    }
-
-    /// Whether this level's kernels can run on a CPU with features `f` in this build.
-    pub fn is_available_on(self, f: CpuFeatures) -> bool {
-        let arm = cfg!(target_arch = "aarch64");
-        let x86 = cfg!(target_arch = "x86_64");
-        match self {
-            KernelLevel::Reference => true,
-            KernelLevel::Dotprod => arm && f.neon && f.dotprod,
-            KernelLevel::I8mm => arm && f.neon && f.dotprod && f.i8mm,
-            KernelLevel::Avx2 => x86 && f.avx2,
-            KernelLevel::AvxVnni => x86 && f.avxvnni,
-            KernelLevel::Avx512Vnni => x86 && f.avx512vnni,
-            KernelLevel::Amx => x86 && f.avx2 && f.avx512vnni && f.amx_tile && f.amx_int8,
-        }
-    }
-
-    /// The features this level needs (the implied ones included: i8mm needs dotprod and NEON).
-    pub fn required(self) -> CpuFeatures {
-        let f = CpuFeatures::default();
-        match self {
-            KernelLevel::Reference => f,
-            KernelLevel::Dotprod => CpuFeatures { neon: true, dotprod: true, ..f },
-            KernelLevel::I8mm => CpuFeatures { neon: true, dotprod: true, i8mm: true, ..f },
-            KernelLevel::Avx2 => CpuFeatures { avx2: true, ..f },
-            KernelLevel::AvxVnni => CpuFeatures { avx2: true, avxvnni: true, ..f },
-            KernelLevel::Avx512Vnni => CpuFeatures { avx2: true, avx512vnni: true, ..f },
-            KernelLevel::Amx => CpuFeatures { avx2: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..f },
-        }
-    }
-
-    /// The fastest level the CPU runs, or `None` when it has no dotprod (ARM) or no AVX2 + FMA +
-    /// F16C (x86). `None` means "decline": the scalar kernels are exact but slower than stock
-    /// ggml, so a caller should leave such weights to stock code.
-    ///
-    /// On x86 the order is AVX-512 VNNI (zmm), AVX-VNNI (ymm), AVX2 on every vendor, by side-by-side
-    /// timing of these kernels (`cargo run --release --example levels`; README, "Which level `auto`
-    /// picks"): on an Emerald Rapids Xeon zmm won 14 of 15 gemv cells and its gemm ran 1.3-2.3x
-    /// ymm (issue 18), on Zen 4 zmm ran 1.1-1.6x AVX2 at gemv and 1.6-1.8x at 64+ columns.
-    /// Alder/Arrow Lake have AVX-VNNI without AVX-512, so they get ymm. [`KernelLevel::Amx`] is
-    /// not in the order: it has never been timed on AMX hardware, so it runs only when forced.
-    pub fn best() -> Option<Self> {
-        Self::best_on(CpuFeatures::detect())
-    }
-
-    /// [`KernelLevel::best`] for a CPU with features `f`.
-    pub fn best_on(f: CpuFeatures) -> Option<Self> {
-        const ORDER: [KernelLevel; 5] =
-            [KernelLevel::I8mm, KernelLevel::Dotprod, KernelLevel::Avx512Vnni, KernelLevel::AvxVnni, KernelLevel::Avx2];
-        ORDER.into_iter().find(|l| l.is_available_on(f))
-    }
-
-    /// The layout this level runs weights of `src` on: X16 for the x86 levels, T2P on ARM (or
-    /// PTQ1_0x4 for PTQ1_0 with `prefer_compact`, keeping 1.75 bits per weight), and for the
-    /// reference level the layout the best level of this CPU would use (X16 on x86, else T2P).
-    pub fn layout_for(self, src: SourceType, prefer_compact: bool) -> Layout {
-        let arm_layout = if prefer_compact && src == SourceType::Ptq1_0 { Layout::Ptq1_0x4 } else { Layout::T2p };
-        match self {
-            KernelLevel::Avx2 | KernelLevel::AvxVnni | KernelLevel::Avx512Vnni | KernelLevel::Amx => Layout::X16,
-            KernelLevel::Dotprod | KernelLevel::I8mm => arm_layout,
-            KernelLevel::Reference if cfg!(target_arch = "x86_64") => Layout::X16,
-            KernelLevel::Reference => arm_layout,
-        }
+    /// Whether every feature of `need` is in `self` (`amd` is not a feature and is ignored).
+    pub fn contains(self, need: CpuFeatures) -> bool {
+        self.bits() & need.bits() == need.bits()
     }
 }
 
-/// The features a caller's promise that the CPU runs `level` adds, given what the OS reports
-/// (`os`) and what it cannot tell (`unknown`): none when `level` is available already; the missing
-/// features when all of them are unknown to the OS; `Unsupported` when the OS reported one of them
-/// absent or the level is for another architecture.
-pub fn assume_on(level: KernelLevel, os: CpuFeatures, unknown: CpuFeatures) -> Result<CpuFeatures, Error> {
-    if level.is_available_on(os) {
-        return Ok(CpuFeatures::default());
-    }
-    let need = level.required().bits();
-    let missing = need & !os.bits();
-    let promised = CpuFeatures::from_bits(missing);
-    if missing & !unknown.bits() != 0 || !level.is_available_on(os.union(promised)) {
-        return Err(Error::Unsupported);
-    }
-    Ok(promised)
-}
-
-/// The caller promises that the CPU runs `level` where the OS cannot tell (Windows on ARM without
-/// the i8mm flag: an explicit `GGML_T2P_KERNEL=i8mm`). From then on, for the whole process,
-/// [`CpuFeatures::detect`] includes the promised features, so `level` is available (and
-/// [`KernelLevel::best`] may choose it). A wrong promise is an illegal instruction (`SIGILL`,
-/// `STATUS_ILLEGAL_INSTRUCTION`) at the first kernel call. Features the OS reported absent are
-/// never assumed (`Unsupported`); a level that is available already changes nothing.
-pub fn assume_kernel(level: KernelLevel) -> Result<(), Error> {
-    let add = assume_on(level, CpuFeatures::os(), CpuFeatures::unknown())?;
+/// Adds `add` to the features [`CpuFeatures::detect`] reports from now on, for the whole process:
+/// a caller's promise, checked by `assume_kernel`.
+pub(crate) fn promise(add: CpuFeatures) {
     ASSUMED.fetch_or(add.bits(), Ordering::Relaxed);
-    Ok(())
+}
+
+/// The Linux tile-data permission for this process (AMX): asked the first time, then kept;
+/// `false` on other OSes and architectures. Asked by `KernelLevel::is_available`
+/// for a level whose table row says so, only when that level is wanted.
+pub(crate) fn tile_permission() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return amx_os::permission();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 #[cfg(test)]
-mod assume_tests {
+mod tests {
     use super::*;
-
-    fn arm(neon: bool, dotprod: bool, i8mm: bool) -> CpuFeatures {
-        CpuFeatures { neon, dotprod, i8mm, ..CpuFeatures::default() }
-    }
 
     /// The kept answer is the OS's (the vendor included), call after call.
     #[test]
@@ -482,57 +318,5 @@ mod assume_tests {
         let amd = CpuFeatures { avx2: true, amd: true, ..CpuFeatures::default() };
         assert!(amd.union(CpuFeatures::from_bits(16)).amd);
         assert_eq!(amd.union(CpuFeatures::from_bits(16)).bits(), 8 | 16);
-    }
-
-    /// Windows on ARM before the i8mm flag: dotprod reported, i8mm unknown. An explicit i8mm is
-    /// taken as the caller's promise; on an OS that reports i8mm absent it is refused.
-    #[test]
-    fn promise_only_what_the_os_cannot_tell() {
-        let win_old = arm(true, true, false);
-        let unknown_i8mm = arm(false, false, true);
-        let arm_build = cfg!(target_arch = "aarch64");
-        let r = assume_on(KernelLevel::I8mm, win_old, unknown_i8mm);
-        if arm_build {
-            assert_eq!(r, Ok(arm(false, false, true)));
-            assert!(KernelLevel::I8mm.is_available_on(win_old.union(r.unwrap())));
-        } else {
-            assert_eq!(r, Err(Error::Unsupported), "an ARM level is never available on x86");
-        }
-        // Linux, macOS, Windows with the flag: the OS knows, nothing is assumed.
-        assert_eq!(assume_on(KernelLevel::I8mm, win_old, CpuFeatures::default()), Err(Error::Unsupported));
-        // dotprod absent as reported: i8mm needs it, so no promise helps.
-        assert_eq!(assume_on(KernelLevel::I8mm, arm(true, false, false), unknown_i8mm), Err(Error::Unsupported));
-        // Available already: nothing to add.
-        if arm_build {
-            assert_eq!(assume_on(KernelLevel::Dotprod, win_old, unknown_i8mm), Ok(CpuFeatures::default()));
-        }
-        assert_eq!(assume_on(KernelLevel::Reference, CpuFeatures::default(), unknown_i8mm), Ok(CpuFeatures::default()));
-        // x86 features are never unknown, so x86 levels are never assumed.
-        let x86_unknown = CpuFeatures::from_bits(8 | 16 | 32);
-        let x86_ok = cfg!(target_arch = "x86_64");
-        assert_eq!(
-            assume_on(KernelLevel::AvxVnni, CpuFeatures::from_bits(8), x86_unknown).is_ok(),
-            x86_ok,
-            "only the build's architecture"
-        );
-    }
-
-    /// On this machine the OS can tell everything except Windows on ARM's i8mm, so assuming a
-    /// level that is not available fails and changes nothing.
-    #[test]
-    fn assume_kernel_here() {
-        let before = CpuFeatures::detect();
-        for level in KernelLevel::ALL {
-            let r = assume_kernel(level);
-            if level.is_available_on(before) {
-                assert_eq!(r, Ok(()), "{level:?}");
-            } else if !cfg!(all(target_arch = "aarch64", target_os = "windows")) {
-                assert_eq!(r, Err(Error::Unsupported), "{level:?}");
-            }
-        }
-        if !cfg!(all(target_arch = "aarch64", target_os = "windows")) {
-            assert_eq!(CpuFeatures::detect(), before);
-            assert_eq!(CpuFeatures::unknown(), CpuFeatures::default());
-        }
     }
 }

@@ -31,7 +31,7 @@
 //! block are the bound (Neoverse-N1: 2 SIMD pipes, 37 cycles per block). The seed counts stock NEON
 //! at 16 preparation instructions for 4 `sdot` per 64 weights (look-up, shift, mask, subtract);
 //! here preparing one `sdot` operand costs one `and` (or one `ushr`). Cycles per core are in
-//! README.md "Benchmarks and the cycle model".
+//! docs/benchmarks.md, "The cycle model", and docs/results.md.
 //!
 //! ## Generic kernels
 //! The gemv and the 4x4 `sdot` gemm here and the `smmla` gemm in `neon_i8mm` run any

@@ -10,7 +10,7 @@
 //! byte by two truncating `xtn` (C's conversion to int8); `bsums` by `saddlv` per 16 bytes.
 
 use crate::format::{BlockQ8K, QK_K};
-use crate::reference::Contract;
+use crate::reference::{Contract, ROUNDING_MAGIC};
 use core::arch::aarch64::*;
 
 /// Quantizes `y.len()` blocks from `x`.
@@ -67,7 +67,7 @@ unsafe fn block_neon<const FUSED: bool>(x: *const f32, yb: &mut BlockQ8K) {
         let iscale = -127.0f32 / *x.add(first);
         let d = 1.0 / iscale;
         let vis = vdupq_n_f32(iscale);
-        let magic = vdupq_n_f32(12_582_912.0);
+        let magic = vdupq_n_f32(ROUNDING_MAGIC);
         let mant = vdupq_n_s32(0x007f_ffff);
         let half = vdupq_n_s32(0x0040_0000);
         let top = vdupq_n_s32(127);

@@ -3,11 +3,10 @@
 //! and the checks that make every kernel's indexing safe (`validate`). Shared by every ISA file;
 //! depends on no kernel.
 
-use super::act_pack::{ActFormat, ActPack, PackedActs};
-use super::features::KernelLevel;
+use super::act_pack::PackedActs;
+use crate::error::Error;
 use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16};
 use crate::repack::{repacked_blocks, Layout};
-use crate::Error;
 use core::ops::Range;
 
 /// A repacked weight matrix of `n_rows x k` weights (`n_rows % 4 == 0`, `k % 128 == 0`), stored
@@ -107,7 +106,8 @@ impl<'a> PackedWeights<'a> {
 }
 
 /// `n_cols` Q8_K activation rows (one per token), each `ceil(k/256)` consecutive blocks: the input
-/// of the activation pack ([`ActPack::new`]) and of the convenience [`gemm`](super::gemm).
+/// of the activation pack ([`ActPack::new`](super::act_pack::ActPack::new); `Activations::pack`
+/// packs for a kernel level) and of the convenience `kernels::gemm`.
 #[derive(Clone, Copy, Debug)]
 pub struct Activations<'a> {
     /// At least `n_cols * ceil(k/256)` blocks.
@@ -139,14 +139,6 @@ impl<'a> Activations<'a> {
         let n = crate::format::q8k_blocks_per_row(self.k);
         &self.blocks[j * n..(j + 1) * n]
     }
-
-    /// Packs these activations for `level`'s kernels on `layout`.
-    ///
-    /// # Errors
-    /// As [`ActFormat::for_kernel`] and [`ActPack::new`].
-    pub fn pack(&self, layout: Layout, level: KernelLevel) -> Result<ActPack, Error> {
-        ActPack::new(ActFormat::for_kernel(layout, level, self.n_cols)?, self.k, self.n_cols, self.blocks)
-    }
 }
 
 /// Where outputs go: element (row `r`, column `j`) at `ptr + j * col_stride + r`.
@@ -175,7 +167,7 @@ impl OutPtr {
 /// One unit of work handed to a kernel: row tiles `tiles` (`B`'s tile of rows each; rows at or
 /// past `n_rows` are padding and never stored) of a matrix with `nb` blocks per tile, against
 /// `n_cols` columns of packed activations `act` (elements of type `A`, laid out as its
-/// [`ActFormat`] says).
+/// [`ActFormat`](super::act_pack::ActFormat) says).
 pub(crate) struct Job<'a, B, A> {
     pub w: &'a [B],
     pub nb: usize,

@@ -7,7 +7,7 @@
 //! so the same gemv/gemm drivers as T2P run it; the two `qh` bytes per row are expanded with one
 //! `tbl` and one `mul` per row pair.
 //!
-//! Trade-off (see README "PTQ1_0: native or T2P"): native keeps the file's 1.75 bits per weight
+//! Trade-off (see docs/ptq1_0.md, "Native or T2P"): native keeps the file's 1.75 bits per weight
 //! (18% less memory traffic than T2P's 2.125) but spends about 5 instructions per 16 weights on
 //! decoding where T2P spends 1 to 1.5; T2P wins wherever decode is compute-bound, native where
 //! memory size or bandwidth is the limit.

@@ -14,12 +14,13 @@
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
 //! unchanged. No AMX hardware has run this yet (so it is not timed); it runs under an emulated
 //! Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
-//! the oracle, `tests/amx.rs` (against the scalar model, with [`NATIVE_CALLS`] counted) and
+//! the oracle, `tests/amx.rs` (against the scalar model, with `NATIVE_CALLS` counted: test
+//! builds, feature `testing`, as are `NoTiles` and the model's AVX-512 kernel) and
 //! `tests/c/amx_smoke.c` (threads, `fork()`, release, a refused permission) check it, and on
 //! every machine the same kernel runs under the scalar model.
 
 use super::act_pack::ActTile16;
-use super::amx::{gemm_x16_tiles, BTiles, Blocking, TileConfig, TileModel, Tiles, VectorOps};
+use super::amx::{gemm_x16_tiles, BTiles, Blocking, TileConfig, Tiles, VectorOps, BLOCKING};
 use super::operands::Job;
 use crate::format::BlockX16;
 use core::arch::asm;
@@ -27,7 +28,7 @@ use core::arch::x86_64::*;
 use half::f16;
 
 /// Implements [`Tiles`] for `$ty` with each instruction's `asm!` block, its template wrapped in
-/// `$open` .. `$close` (nothing for the real instructions, an assembler comment for [`NoTiles`]):
+/// `$open` .. `$close` (nothing for the real instructions, an assembler comment for `NoTiles`):
 /// the same operands and options either way. Never `pure`: tile state is invisible to the
 /// compiler, so every tile asm must keep its program order, which the compiler keeps for asm
 /// blocks with side effects. The memory options state what memory each instruction touches
@@ -88,14 +89,16 @@ pub(crate) struct Native;
 
 tile_asm!(Native, "", "");
 
-/// [`Native`] with every tile instruction left out: each method is the same `asm!` block with the
+/// [`Native`] with every tile instruction left out (test builds: feature `testing`): each method is the same `asm!` block with the
 /// instruction commented out (the same operands and options), so the compiler treats memory
 /// exactly as for the native kernel (a "store" may write the `C` buffer, a "load" reads its rows)
 /// and the kernel compiles to the native machine code minus the tile instructions. For timing the
 /// kernel's AVX-512 part (expansion, float step, loop) on any AVX-512 CPU; its outputs are
 /// meaningless. (Its methods' safety conditions are those of the trait, though nothing runs.)
+#[cfg(feature = "testing")]
 pub(crate) struct NoTiles;
 
+#[cfg(feature = "testing")]
 tile_asm!(NoTiles, "/* ", " */");
 
 /// The vector work in AVX-512: a block's expansion as one zmm per `B` row (4 per X16 word), the
@@ -138,21 +141,6 @@ impl VectorOps for Avx512Ops {
     }
 }
 
-/// The tile kernel exactly as [`gemm_x16_16x16_q8_k_amx`] compiles it, but on the scalar tile
-/// model: the test path for everything except the tile instructions, on any AVX-512 CPU.
-///
-/// # Safety
-/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_x16_model_avx512(
-    model: &mut TileModel,
-    job: &Job<'_, BlockX16, ActTile16>,
-    blocking: Blocking,
-) {
-    // SAFETY: forwarded.
-    unsafe { gemm_x16_tiles::<_, Avx512Ops>(model, job, blocking) }
-}
-
 /// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), up to
 /// four such tiles at a time as `blocking` says, the reference float step in AVX-512.
 ///
@@ -161,24 +149,46 @@ pub(crate) unsafe fn gemm_x16_model_avx512(
 /// F16C); `job` validated by `gemm_raw` with a T16 pack.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>, blocking: Blocking) {
+    #[cfg(feature = "testing")]
     NATIVE_CALLS[blocking as usize].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     // SAFETY: forwarded; the configuration is the static one.
     unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut Native, job, blocking) }
 }
 
-/// [`gemm_x16_16x16_q8_k_amx`] on [`NoTiles`]: everything but the tile instructions, natively.
+/// The `amx` level's entry in the kernel table: [`gemm_x16_16x16_q8_k_amx`] with the level's
+/// [`BLOCKING`].
 ///
 /// # Safety
-/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack.
+/// As [`gemm_x16_16x16_q8_k_amx`].
+pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx_level(job: Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: forwarded.
+    unsafe { gemm_x16_16x16_q8_k_amx(&job, BLOCKING) }
+}
+
+/// The tile kernel exactly as [`gemm_x16_16x16_q8_k_amx`] compiles it (the AVX-512 expansion and
+/// float step), on other tiles `T` (test builds: feature `testing`): on the scalar tile model
+/// (`amx_model::TileModel`), the test path for everything except the tile instructions on any
+/// AVX-512 CPU; on `NoTiles`, everything but the tile instructions, natively (a timing floor).
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C available; `job` validated with a T16 pack; `tiles`
+/// usable as [`Tiles`] says (nothing for the model and `NoTiles`).
+#[cfg(feature = "testing")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(crate) unsafe fn gemm_x16_no_tiles_avx512(job: &Job<'_, BlockX16, ActTile16>, blocking: Blocking) {
-    // SAFETY: forwarded; NoTiles executes no tile instruction.
-    unsafe { gemm_x16_tiles::<_, Avx512Ops>(&mut NoTiles, job, blocking) }
+pub(crate) unsafe fn gemm_x16_tiles_avx512<T: Tiles>(
+    tiles: &mut T,
+    job: &Job<'_, BlockX16, ActTile16>,
+    blocking: Blocking,
+) {
+    // SAFETY: forwarded.
+    unsafe { gemm_x16_tiles::<_, Avx512Ops>(tiles, job, blocking) }
 }
 
 /// Calls of the native tile kernel in this process by blocking (`Blocking as usize`; one relaxed
 /// add per call, i.e. per job, not per block), so that a test can show the tile instructions ran,
 /// with each blocking: the scalar model gives the same bits, and so do the blockings, so equal
-/// outputs alone cannot tell them apart. Read by `amx::native_tile_calls`.
+/// outputs alone cannot tell them apart. Read by `amx_model::native_tile_calls`. Test builds only
+/// (feature `testing`): the library users link has no counter on its hot path.
+#[cfg(feature = "testing")]
 pub(crate) static NATIVE_CALLS: [core::sync::atomic::AtomicU64; 2] =
     [core::sync::atomic::AtomicU64::new(0), core::sync::atomic::AtomicU64::new(0)];

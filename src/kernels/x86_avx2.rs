@@ -31,10 +31,10 @@
 //! same loop ran at 67-76% of the limit, 78-95% with half of its `vpaddw` left out, 70-78% with
 //! its codes loaded already decoded; on a later, quieter day 68-69%, and 76-77% with the
 //! activations taken pre-broadcast as memory operands (a broadcast from memory takes a vector ALU
-//! pipe there): every vector instruction counts, the adds most (README, "Which level `auto`
-//! picks"). The kernel reaches 39-63%; a gemm that broadcasts each activation block once for 16
-//! row tiles was no faster, a gemv that shares the broadcasts of its four tiles was (README,
-//! "Decode at the memory limit").
+//! pipe there): every vector instruction counts, the adds most (docs/results.md,
+//! "What bounds the kernels"). The kernel reaches 39-63%; a gemm that broadcasts each activation block once for 16
+//! row tiles was no faster, a gemv that shares the broadcasts of its four tiles was (docs/results.md,
+//! "Decode from DRAM").
 
 use super::act_pack::Q8Half;
 use super::operands::Job;
@@ -353,8 +353,8 @@ macro_rules! vec_16x1_s4 {
 /// tiles (8 `vpmaddubsw` + 8 `vpaddw` per tile, as [`words`]; 1 broadcast per tile-word instead
 /// of 4). The integer sums are those of [`words`] per tile: one int16 accumulator per 8-row
 /// vector and block, the same products (the module's bound). On Zen 3 a broadcast from memory
-/// takes a vector ALU pipe, and the gemv is bound by those pipes (README, "Decode at the memory
-/// limit"): this word runs 33 vector instructions per tile-word where [`words`] runs 36.
+/// takes a vector ALU pipe, and the gemv is bound by those pipes (docs/results.md, "Decode from
+/// DRAM"): this word runs 33 vector instructions per tile-word where [`words`] runs 36.
 /// Registers: 8 accumulators, 4 broadcasts, the mask and 3 temporaries (all 16 ymm).
 ///
 /// # Safety
@@ -404,9 +404,9 @@ unsafe fn block_16x1_s4(acc: &mut [[[Acc16; 1]; 2]; 4], b: [&BlockX16; 4], a: &Q
 /// # Safety
 /// AVX2, FMA and F16C available; `job` validated by `gemm_raw` with one column.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn gemv_x16_16x1_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
+pub(crate) unsafe fn gemv_x16_16x1_q8_k_avx2(job: Job<'_, BlockX16, Q8Half>) {
     // SAFETY: forwarded.
-    unsafe { gemm_x16::<Avx2, 2, 1>(job) }
+    unsafe { gemm_x16::<Avx2, 2, 1>(&job) }
 }
 
 /// X16 x Q8_K, several columns: 16 rows x 4 columns per tile (then one of 3, 2 or 1).
@@ -414,22 +414,7 @@ pub(crate) unsafe fn gemv_x16_16x1_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
 /// # Safety
 /// AVX2, FMA and F16C available; `job` validated by `gemm_raw`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn gemm_x16_16x4_q8_k_avx2(job: &Job<'_, BlockX16, Q8Half>) {
+pub(crate) unsafe fn gemm_x16_16x4_q8_k_avx2(job: Job<'_, BlockX16, Q8Half>) {
     // SAFETY: forwarded.
-    unsafe { gemm_x16::<Avx2, 2, 4>(job) }
-}
-
-/// Runs `job` with the gemv (one column) or gemm kernel.
-///
-/// # Safety
-/// As [`gemm_x16_16x4_q8_k_avx2`].
-pub(crate) unsafe fn run(job: Job<'_, BlockX16, Q8Half>) {
-    // SAFETY: forwarded.
-    unsafe {
-        if job.n_cols == 1 {
-            gemv_x16_16x1_q8_k_avx2(&job)
-        } else {
-            gemm_x16_16x4_q8_k_avx2(&job)
-        }
-    }
+    unsafe { gemm_x16::<Avx2, 2, 4>(&job) }
 }

@@ -16,11 +16,8 @@
 //! Intrinsics do not contract: the unfused form really rounds the product.
 
 use crate::format::{BlockQ8K, QK_K};
-use crate::reference::Contract;
+use crate::reference::{Contract, ROUNDING_MAGIC};
 use core::arch::x86_64::*;
-
-/// `1.5 * 2^23`, ggml's `nearest_int` constant.
-const MAGIC: f32 = 12_582_912.0;
 
 /// The reference's block scale from the first element of largest magnitude (`max != 0`):
 /// `(iscale, d)`.
@@ -87,7 +84,7 @@ unsafe fn block_avx2<const FUSED: bool>(x: *const f32, yb: &mut BlockQ8K) {
         let (iscale, d) = scales(*x.add(first));
         // 3-4. Rounding, 32 values (4 vectors of 8) per 32-byte store.
         let vis = _mm256_set1_ps(iscale);
-        let magic = _mm256_set1_ps(MAGIC);
+        let magic = _mm256_set1_ps(ROUNDING_MAGIC);
         let mant = _mm256_set1_epi32(0x007f_ffff);
         let half = _mm256_set1_epi32(0x0040_0000);
         let top = _mm256_set1_epi32(127);
@@ -190,7 +187,7 @@ unsafe fn block_avx512<const FUSED: bool>(x: *const f32, yb: &mut BlockQ8K) {
         let (iscale, d) = scales(*x.add(first));
         // 3-4. Rounding, 64 values (4 vectors of 16) per 64-byte store.
         let vis = _mm512_set1_ps(iscale);
-        let magic = _mm512_set1_ps(MAGIC);
+        let magic = _mm512_set1_ps(ROUNDING_MAGIC);
         let mant = _mm512_set1_epi32(0x007f_ffff);
         let half = _mm512_set1_epi32(0x0040_0000);
         let top = _mm512_set1_epi32(127);

@@ -264,19 +264,19 @@ impl<W: Width> Isa for Vnni<W> {
     }
 }
 
-/// Declares a level's gemv and gemm kernels (the one body at the level's width and tile) and its
-/// `run`, which picks between them by the number of columns.
+/// Declares a level's gemv and gemm kernels: the one body at the level's width and tile (the
+/// kernel table, `table.rs`, picks between them by the number of columns).
 macro_rules! level {
-    ($features:literal, $width:ty, $r:literal, $run:ident,
+    ($features:literal, $width:ty, $r:literal,
      $gemv:ident, $gemm:ident, $nc:literal, $doc_level:literal) => {
         #[doc = concat!("X16 x Q8_K, one column (decode), 16 rows per tile, ", $doc_level, ".")]
         ///
         /// # Safety
         #[doc = concat!($doc_level, " available (`", $features, "`); `job` validated by `gemm_raw` with one column.")]
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $gemv(job: &Job<'_, BlockX16, Q8Half>) {
+        pub(crate) unsafe fn $gemv(job: Job<'_, BlockX16, Q8Half>) {
             // SAFETY: forwarded.
-            unsafe { gemm_x16::<Vnni<$width>, $r, 1>(job) }
+            unsafe { gemm_x16::<Vnni<$width>, $r, 1>(&job) }
         }
 
         #[doc = concat!("X16 x Q8_K, several columns: 16 rows x ", $nc, " columns per tile (then the smaller power-of-2 tiles), ", $doc_level, ".")]
@@ -284,43 +284,18 @@ macro_rules! level {
         /// # Safety
         #[doc = concat!("As [`", stringify!($gemv), "`], any number of columns.")]
         #[target_feature(enable = $features)]
-        pub(crate) unsafe fn $gemm(job: &Job<'_, BlockX16, Q8Half>) {
+        pub(crate) unsafe fn $gemm(job: Job<'_, BlockX16, Q8Half>) {
             // SAFETY: forwarded.
-            unsafe { gemm_x16::<Vnni<$width>, $r, $nc>(job) }
-        }
-
-        #[doc = concat!("Runs `job` with the ", $doc_level, " gemv (one column) or gemm kernel.")]
-        ///
-        /// # Safety
-        #[doc = concat!("As [`", stringify!($gemm), "`].")]
-        pub(crate) unsafe fn $run(job: Job<'_, BlockX16, Q8Half>) {
-            // SAFETY: forwarded.
-            unsafe {
-                if job.n_cols == 1 {
-                    $gemv(&job)
-                } else {
-                    $gemm(&job)
-                }
-            }
+            unsafe { gemm_x16::<Vnni<$width>, $r, $nc>(&job) }
         }
     };
 }
 
-level!(
-    "avx2,fma,f16c,avxvnni",
-    Ymm,
-    2,
-    run_avxvnni,
-    gemv_x16_16x1_q8_k_avxvnni,
-    gemm_x16_16x2_q8_k_avxvnni,
-    2,
-    "AVX-VNNI"
-);
+level!("avx2,fma,f16c,avxvnni", Ymm, 2, gemv_x16_16x1_q8_k_avxvnni, gemm_x16_16x2_q8_k_avxvnni, 2, "AVX-VNNI");
 level!(
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     Zmm,
     1,
-    run_avx512vnni,
     gemv_x16_16x1_q8_k_avx512vnni,
     gemm_x16_16x8_q8_k_avx512vnni,
     8,

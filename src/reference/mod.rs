@@ -4,8 +4,8 @@
 //! `tests/golden/` (see its README) were produced by that code and are checked against these in `tests/golden.rs`).
 //! They favour obviousness over speed and work on the original (not repacked) formats.
 
+use crate::error::Error;
 use crate::format::{BlockPq2_0, BlockPtq1_0, BlockQ8K, QK, QK_K};
-use crate::Error;
 
 /// How a multiply followed by an add is rounded.
 ///

@@ -16,7 +16,12 @@
 //!
 //! Twelve vector accumulators (four tiles for AMX) cover the latency of every core we know
 //! (`vpdpbusd`: 4-5 cycles at 2 per cycle; `tdpbssd`: about 52 cycles at one per 16).
-use super::features::KernelLevel;
+//!
+//! Benchmark support, not part of the library: one file included (`#[path]`) by
+//! `benches/kernels.rs`, `examples/levels.rs`, `tests/amx_calls.rs` (which checks the compiled
+//! `tdpbssd` loop) and `tests/peak.rs` (which tests it). It uses the library's public API only.
+
+use ggml_t2p::KernelLevel;
 
 /// One issue-limit probe (see the module table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,8 +104,8 @@ impl Probe {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::amx::TileConfig;
     use core::arch::asm;
+    use ggml_t2p::kernels::amx::TileConfig;
 
     /// Eight 16-row x 64-byte tiles: C = tmm0..3, A = tmm4..5, B = tmm6..7. A `static`, so that
     /// `ldtilecfg` reads memory the compiler cannot drop.
@@ -219,25 +224,6 @@ mod x86 {
                 n = inout(reg) iters => _,
                 options(nostack),
             );
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn probes_count_their_macs_and_refuse_what_the_cpu_lacks() {
-        for p in Probe::ALL {
-            match p.run(3) {
-                Some(macs) => {
-                    assert!(p.is_available(), "{} ran without its level", p.name());
-                    assert_eq!(macs, 3 * p.macs_per_round());
-                }
-                None => assert!(!p.is_available() || !cfg!(target_arch = "x86_64"), "{} refused", p.name()),
-            }
-            assert_eq!(p.run(0), None, "zero rounds");
         }
     }
 }
