@@ -85,10 +85,13 @@ bool env_on(const char * name, bool def = true) {
     return def;
 }
 
-// Whether the host ggml's type `id` is the ternary type we expect (block size and bytes per block):
-// an unrelated type that reuses the id, or an older meaning of it, is left to stock code.
-bool host_type_is(int id, int64_t blck, size_t size, const char * what) {
-    if (static_cast<int>(GGML_TYPE_COUNT) <= id) {
+// Whether the host ggml's type `id` is the ternary type the library knows by that id (its block
+// size and bytes, ggml_t2p_source_block): an unrelated type that reuses the id, or an older meaning
+// of it, is left to stock code.
+bool host_type_is(int id, const char * what) {
+    int64_t blck = 0;
+    size_t  size = 0;
+    if (static_cast<int>(GGML_TYPE_COUNT) <= id || ggml_t2p_source_block(id, &blck, &size) != GGML_T2P_OK) {
         return false;
     }
     const auto t = static_cast<ggml_type>(id);
@@ -101,43 +104,37 @@ bool host_type_is(int id, int64_t blck, size_t size, const char * what) {
     return false;
 }
 
-#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
-// Which rounding of ggml_t2p_quantize_q8_k gives the host ggml's Q8_K bits, or 0 (then ggml's own
-// quantizer runs). quantize_row_q8_K_ref computes nearest_int(iscale * x) as iscale*x + 1.5*2^23:
-// GCC fuses that into one FMA where the ISA has FMA (every aarch64 build; x86 only when ggml-base
-// itself is compiled with -mfma or -march=native), while x86 ggml-base built for the baseline ISA
-// (llama.cpp's CMake gives the arch flags to ggml-cpu only), clang and MSVC round the product
-// first. The two differ near .5 ties, so the answer is measured, not assumed: two blocks of
-// near-ties (where the roundings differ) go through the host's from_float and through both
-// roundings here; exactly one must match bit for bit. A host quantizer that matches neither (a
-// SIMD one of its own) keeps running, so our matmuls always see stock's activations.
+// Which rounding of ggml_t2p_quantize_q8_k gives the host ggml's Q8_K bits (GGML_T2P_ROUND_*), or 0
+// (then ggml's own quantizer runs): the library's probe values go through the host's from_float,
+// and the library says which of its roundings gives the same blocks (the header says why the host's
+// rounding depends on how ggml-base was compiled).
 int32_t probe_q8k_rounding(int32_t kernel) {
-    constexpr int n = 2 * 256;
-    float x[n];
-    const float maxes[2] = { 1.7f, -0.0123f };
-    for (int b = 0; b < 2; b++) {
-        const float iscale = -127.f / maxes[b];
-        for (int j = 0; j < 256; j++) {
-            // (k + 0.5) / iscale, then a few ulps off: iscale * x lands within ulps of a tie
-            const float t = ((float) (j % 253) - 126.f + 0.5f) / iscale;
-            int32_t bits;
-            std::memcpy(&bits, &t, sizeof bits);
-            bits += (j * 5) % 7 - 3;
-            std::memcpy(&x[256 * b + j], &bits, sizeof bits);
-        }
-        x[256 * b + 17] = maxes[b];
-    }
-    const size_t blk = ggml_row_size(GGML_TYPE_Q8_K, 256);
-    std::string host(2 * blk, '\x5a'), fused(2 * blk, '\x5a'), unfused(2 * blk, '\x5a');
-    ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x, &host[0], n);
-    if (ggml_t2p_quantize_q8_k(kernel, GGML_T2P_ROUND_FUSED, x, n, &fused[0], fused.size()) != GGML_T2P_OK ||
-        ggml_t2p_quantize_q8_k(kernel, GGML_T2P_ROUND_UNFUSED, x, n, &unfused[0], unfused.size()) != GGML_T2P_OK ||
-        fused == unfused) {
+    float x[GGML_T2P_Q8K_PROBE_VALUES];
+    std::string host(ggml_row_size(GGML_TYPE_Q8_K, GGML_T2P_Q8K_PROBE_VALUES), '\x5a');
+    int32_t rounding = 0;
+    if (ggml_t2p_q8k_probe_input(x, GGML_T2P_Q8K_PROBE_VALUES) != GGML_T2P_OK) {
         return 0;
     }
-    return host == fused ? GGML_T2P_ROUND_FUSED : host == unfused ? GGML_T2P_ROUND_UNFUSED : 0;
+    ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x, &host[0], GGML_T2P_Q8K_PROBE_VALUES);
+    if (ggml_t2p_q8k_probe_rounding(kernel, x, GGML_T2P_Q8K_PROBE_VALUES, host.data(), host.size(), &rounding) != GGML_T2P_OK) {
+        return 0;
+    }
+    return rounding;
 }
-#endif
+
+// Logs the library's message lines (ggml_t2p_choose): each as a warning, the last as the reason
+// when the plugin declines.
+void log_lines(const char * msg, bool declined) {
+    const std::string text = msg;
+    size_t            at   = 0;
+    while (at < text.size()) {
+        const size_t end  = text.find('\n', at);
+        const bool   last = end == std::string::npos || end + 1 >= text.size();
+        const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        GGML_LOG_WARN("ggml-t2p: %s%s\n", declined && last ? "declining: " : "", line.c_str());
+        at = end == std::string::npos ? text.size() : end + 1;
+    }
+}
 
 t2p_config make_config() {
     t2p_config cfg;
@@ -154,83 +151,18 @@ t2p_config make_config() {
         return cfg;
     }
 
-    // GGML_T2P_KERNEL: auto (default) or a level name the library knows (ref, dotprod, i8mm, avx2,
-    // avxvnni, avx512vnni, amx; lower case).
-    int32_t requested = GGML_T2P_KERNEL_AUTO;
-    if (const char * v = env_value("GGML_T2P_KERNEL")) {
-        if (ggml_t2p_kernel_from_name(v, &requested) != GGML_T2P_OK) {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_KERNEL=%s (expected auto, ref, dotprod, i8mm, avx2, avxvnni, "
-                          "avx512vnni or amx, lower case), using auto\n", v);
-            requested = GGML_T2P_KERNEL_AUTO;
+    // The library chooses the level (GGML_T2P_KERNEL: auto or a level name) and the layouts
+    // (GGML_T2P_PTQ1: t2p or native) from what this ggml has and this CPU runs, or declines.
+    cfg.pq2_known  = host_type_is(GGML_T2P_TYPE_PQ2_0, "PQ2_0");
+    cfg.ptq1_known = host_type_is(GGML_T2P_TYPE_PTQ1_0, "PTQ1_0");
+    char          msg[1024] = "";
+    const int32_t st = ggml_t2p_choose(env_value("GGML_T2P_KERNEL"), env_value("GGML_T2P_PTQ1"), cfg.pq2_known,
+                                       cfg.ptq1_known, &cfg.kernel, &cfg.pq2_layout, &cfg.ptq1_layout, msg, sizeof msg);
+    log_lines(msg, st != GGML_T2P_OK);
+    if (st != GGML_T2P_OK) {
+        if (msg[0] == '\0') {
+            GGML_LOG_WARN("ggml-t2p: declining: %s\n", ggml_t2p_status_string(st));
         }
-    }
-    if (requested == GGML_T2P_KERNEL_AUTO) {
-        cfg.kernel = ggml_t2p_best_kernel();
-        if (cfg.kernel == 0) {
-#if defined(__aarch64__) || defined(_M_ARM64)
-#    define T2P_NO_KERNEL_WHY "this CPU has no dotprod"
-#elif defined(__x86_64__) || defined(_M_X64)
-#    define T2P_NO_KERNEL_WHY "this CPU lacks AVX2, FMA or F16C"
-#else
-#    define T2P_NO_KERNEL_WHY "no ggml-t2p kernels for this architecture"
-#endif
-            GGML_LOG_WARN("ggml-t2p: declining: " T2P_NO_KERNEL_WHY "; "
-                          "stock code runs (GGML_T2P_KERNEL=ref forces the scalar kernels)\n");
-#undef T2P_NO_KERNEL_WHY
-            return cfg;
-        }
-    } else {
-        cfg.kernel = requested;
-        int32_t lay = -1;
-        if (requested == GGML_T2P_KERNEL_AMX && ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
-            // AMX needs the CPU's AMX-INT8 and, on Linux, the tile-data permission, which a container
-            // or seccomp policy may refuse; the library asked once and was told no. The VNNI levels
-            // need neither: run the best of them instead of handing the weights back to stock.
-            const int32_t best = ggml_t2p_best_kernel();
-            if (best == 0) {
-                GGML_LOG_WARN("ggml-t2p: declining: GGML_T2P_KERNEL=amx is not usable here and this CPU has no other "
-                              "level\n");
-                return cfg;
-            }
-            GGML_LOG_WARN("ggml-t2p: GGML_T2P_KERNEL=amx is not usable here (the CPU lacks AMX-INT8, the OS does not "
-                          "enable the tile state, or it refused the tile-data permission); using %s\n",
-                          ggml_t2p_kernel_name(best));
-            cfg.kernel = requested = best;
-        }
-        if (ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
-            // An explicit level the OS cannot confirm (Windows on ARM before its i8mm flag) is the
-            // user's promise; one the OS reports absent is declined.
-            if (ggml_t2p_assume_kernel(requested) != GGML_T2P_OK ||
-                ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, requested, 0, &lay) != GGML_T2P_OK) {
-                GGML_LOG_WARN("ggml-t2p: declining: this CPU cannot run GGML_T2P_KERNEL=%s\n", ggml_t2p_kernel_name(requested));
-                return cfg;
-            }
-            GGML_LOG_WARN("ggml-t2p: GGML_T2P_KERNEL=%s: the OS cannot tell whether this CPU has it; assuming it does, as "
-                          "requested (a CPU without it stops with an illegal instruction)\n", ggml_t2p_kernel_name(requested));
-        }
-    }
-
-    // GGML_T2P_PTQ1: t2p (default: the fast layout) or native (keep 1.75 bits per weight where a
-    // layout for that exists).
-    if (const char * v = env_value("GGML_T2P_PTQ1")) {
-        const std::string s = v;
-        if (s == "native") {
-            cfg.ptq1_flags = GGML_T2P_PREFER_COMPACT;
-        } else if (s != "t2p") {
-            GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_PTQ1=%s (expected t2p or native), using t2p\n", v);
-        }
-    }
-    cfg.pq2_known  = host_type_is(GGML_T2P_TYPE_PQ2_0, 128, 34, "PQ2_0");
-    cfg.ptq1_known = host_type_is(GGML_T2P_TYPE_PTQ1_0, 128, 28, "PTQ1_0");
-    if (cfg.pq2_known && ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, cfg.kernel, 0, &cfg.pq2_layout) != GGML_T2P_OK) {
-        cfg.pq2_layout = -1;
-    }
-    if (cfg.ptq1_known &&
-        ggml_t2p_layout_for(GGML_T2P_TYPE_PTQ1_0, cfg.kernel, cfg.ptq1_flags, &cfg.ptq1_layout) != GGML_T2P_OK) {
-        cfg.ptq1_layout = -1;
-    }
-    if (cfg.pq2_layout < 0 && cfg.ptq1_layout < 0) {
-        GGML_LOG_WARN("ggml-t2p: declining: this ggml has neither PQ2_0 (type 142) nor PTQ1_0 (type 143); stock code runs\n");
         return cfg;
     }
 
@@ -247,19 +179,15 @@ t2p_config make_config() {
 
     // GGML_T2P_QUANTIZE: auto (default: the library's Q8_K quantizer when it reproduces the host's,
     // see probe_q8k_rounding) or ggml (always the host's own).
-    const char * quant_why = "this libggml_t2p has no Q8_K quantizer";
-#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
-    const char * qv = env_value("GGML_T2P_QUANTIZE");
-    if (qv != nullptr && std::string(qv) == "ggml") {
-        quant_why = "GGML_T2P_QUANTIZE=ggml";
-    } else {
+    const char * quant_why = "GGML_T2P_QUANTIZE=ggml";
+    const char * qv        = env_value("GGML_T2P_QUANTIZE");
+    if (qv == nullptr || std::string(qv) != "ggml") {
         if (qv != nullptr && std::string(qv) != "auto") {
             GGML_LOG_WARN("ggml-t2p: unknown GGML_T2P_QUANTIZE=%s (expected auto or ggml), using auto\n", qv);
         }
         cfg.q8k_rounding = probe_q8k_rounding(cfg.kernel);
         quant_why = "the host's quantize_row_q8_K matches neither rounding";
     }
-#endif
 
     cfg.enabled = true;
     GGML_LOG_INFO("ggml-t2p: enabled (libggml_t2p %s, kernel %s; PQ2_0 %s%s, PTQ1_0 %s%s; Q8_K by %s%s%s)\n",
@@ -377,9 +305,13 @@ void report_once() {
         }
     }
 #endif
-    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s; kernel %s; %s%s\n", (long long) (n_pq2 + n_ptq1),
-                  n_pq2 + n_ptq1 == 1 ? "" : "s", to.c_str(), s.bytes.load() / (1024.0 * 1024.0), s.nanos.load() * 1e-9,
-                  ggml_t2p_kernel_name(cfg.kernel), src.c_str(), huge.c_str());
+    // the repack's own time (the ggml_t2p_repack calls, all threads of each) and its rate in MiB of
+    // repacked bytes per second
+    const double mib = s.bytes.load() / (1024.0 * 1024.0);
+    const double sec = s.nanos.load() * 1e-9;
+    GGML_LOG_INFO("ggml-t2p: %lld tensor%s repacked (%s; %.1f MiB) in %.2f s (%.0f MiB/s); kernel %s; %s%s\n",
+                  (long long) (n_pq2 + n_ptq1), n_pq2 + n_ptq1 == 1 ? "" : "s", to.c_str(), mib, sec,
+                  sec > 0 ? mib / sec : 0.0, ggml_t2p_kernel_name(cfg.kernel), src.c_str(), huge.c_str());
 }
 
 [[noreturn]] void abort_status(const char * what, const ggml_tensor * t, int32_t status) {
@@ -498,7 +430,6 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     // host's rounding (config().q8k_rounding; the same bits as ggml's, see probe_q8k_rounding), or
     // with ggml's own.
     static void quantize_q8k(const float * x, char * q8, int64_t n) {
-#ifdef GGML_T2P_HAVE_QUANTIZE_Q8_K
         const t2p_config & cfg = config();
         if (cfg.q8k_rounding != 0) {
             const size_t  size = ggml_row_size(GGML_TYPE_Q8_K, n);
@@ -508,7 +439,6 @@ class tensor_traits : public ggml::cpu::tensor_traits {
             }
             return;
         }
-#endif
         ggml_get_type_traits_cpu(GGML_TYPE_Q8_K)->from_float(x, q8, n);
     }
 

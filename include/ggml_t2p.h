@@ -14,8 +14,8 @@
  * Sizes: every size query (ggml_t2p_supports, ggml_t2p_repacked_size, ggml_t2p_act_packed_size)
  * answers GGML_T2P_ERR_SHAPE for a size past PTRDIFF_MAX bytes (isize::MAX): no buffer is larger.
  *
- * Flow (ABI 2): at load, ggml_t2p_layout_for picks the layout for this CPU, ggml_t2p_repack
- * fills it. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
+ * Flow (ABI 3): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
+ * declines, saying why), ggml_t2p_repack fills them. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
  * quantizer, or ggml_t2p_quantize_q8_k with the host's rounding: the same bits), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
  * once), then runs ggml_t2p_gemv / ggml_t2p_gemm on row ranges from any threads. The packed
  * activation format is the library's business: ask ggml_t2p_act_packed_size for its size.
@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define GGML_T2P_ABI_VERSION 2
+#define GGML_T2P_ABI_VERSION 3
 
 /* Status codes. */
 #define GGML_T2P_OK                    0
@@ -228,6 +228,49 @@ int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_s
  * runs the scalar reference; UNSUPPORTED if the CPU lacks it). x and y sharing bytes:
  * INVALID_ARGUMENT. Runs on the calling thread. */
 int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x, int64_t n, void * y, size_t y_size);
+
+/* ---- The plugin's policy (ABI 3): the ggml shim asks, logs the answer and translates; every
+ * decision is made here. ---- */
+
+/* Chooses the kernel level and the layouts a ggml host runs with.
+ * kernel_env: GGML_T2P_KERNEL as set (NULL or "" for unset): "auto" or NULL: the best level of this
+ * CPU; a level name: that level. An unknown name warns and means auto; a forced level the CPU
+ * lacks declines, except "amx" where the CPU or OS refuses AMX (the best other level runs, with a
+ * warning) and a level whose feature the OS cannot report (assumed, with a warning).
+ * ptq1_env: GGML_T2P_PTQ1 ("t2p" or NULL: the fast layout; "native": 1.75 bits per weight kept
+ * where a layout for that exists; anything else warns and means t2p).
+ * host_has_pq2 / host_has_ptq1: nonzero when the host's type 142 / 143 is PQ2_0 / PTQ1_0 (see
+ * ggml_t2p_source_block); a type the host lacks gets layout -1.
+ * Writes *out_kernel (a GGML_T2P_KERNEL_* level, 0 when declining), *out_pq2_layout and
+ * *out_ptq1_layout (GGML_T2P_LAYOUT_*, or -1: not taken), and into msg (msg_size bytes, always
+ * NUL-terminated when msg_size > 0; cut at a line end when too small) the lines to log, each
+ * ending in '\n', without a prefix: warnings, then, when declining, the reason as the last line.
+ * GGML_T2P_OK: the plugin runs; GGML_T2P_ERR_UNSUPPORTED: it declines (stock code runs every
+ * weight); GGML_T2P_ERR_NULL for a NULL out pointer (msg may be NULL when msg_size is 0);
+ * GGML_T2P_ERR_INVALID_ARGUMENT for an env value that is not UTF-8. */
+int32_t ggml_t2p_choose(const char * kernel_env, const char * ptq1_env, int32_t host_has_pq2, int32_t host_has_ptq1,
+                        int32_t * out_kernel, int32_t * out_pq2_layout, int32_t * out_ptq1_layout, char * msg,
+                        size_t msg_size);
+
+/* Weights and bytes per block of src_type (128 weights; PQ2_0 34 bytes, PTQ1_0 28): the host's
+ * type of that id must report the same, else it is another type and stays on stock code. */
+int32_t ggml_t2p_source_block(int32_t src_type, int64_t * out_weights, size_t * out_bytes);
+
+/* The Q8_K rounding probe (which GGML_T2P_ROUND_* reproduces the host's quantize_row_q8_K): the
+ * host quantizes the probe values with its own Q8_K from_float and hands the blocks back. */
+#define GGML_T2P_Q8K_PROBE_VALUES 512
+
+/* Writes the GGML_T2P_Q8K_PROBE_VALUES probe values (two blocks of near-ties) to x (n >= that
+ * many floats, else BUFFER_SIZE). */
+int32_t ggml_t2p_q8k_probe_input(float * x, size_t n);
+
+/* Which rounding of ggml_t2p_quantize_q8_k with kernel reproduces host_q8k, the host's Q8_K
+ * blocks of the n values at x (n % 256 == 0, else SHAPE; host_size >= n/256 * 292 bytes, else
+ * BUFFER_SIZE): *out_rounding = GGML_T2P_ROUND_FUSED or _UNFUSED when exactly that one matches bit
+ * for bit, 0 when neither does (the host's quantizer should keep running) or the two roundings
+ * agree on x. */
+int32_t ggml_t2p_q8k_probe_rounding(int32_t kernel, const float * x, size_t n, const void * host_q8k,
+                                    size_t host_size, int32_t * out_rounding);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-//! The C ABI (`include/ggml_t2p.h`, ABI version 2): the only `extern "C"` of the crate.
+//! The C ABI (`include/ggml_t2p.h`, ABI version 3): the only `extern "C"` of the crate.
 //!
 //! Every entry point validates its arguments, maps [`Error`] to a `GGML_T2P_ERR_*` status, and
 //! runs inside `catch_unwind`, so no panic crosses into C (a caught panic is
@@ -18,7 +18,7 @@ use core::mem::size_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The header's `GGML_T2P_ABI_VERSION`.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// `GGML_T2P_OK`.
 pub const OK: i32 = 0;
@@ -566,6 +566,170 @@ pub unsafe extern "C" fn ggml_t2p_quantize_q8_k(
     })
 }
 
+/// An optional C string (NULL or empty: `None`).
+///
+/// # Safety
+/// `p` must be null or a NUL-terminated string.
+unsafe fn env_text<'a>(p: *const c_char) -> Result<Option<&'a str>, Error> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: a NUL-terminated string, per the contract.
+    let s = unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error::InvalidArgument)?;
+    Ok((!s.is_empty()).then_some(s))
+}
+
+/// Copies `lines` (each ending in '\n') into `msg` (`size` bytes), NUL-terminated, whole lines
+/// only where they do not all fit.
+///
+/// # Safety
+/// `msg` must be null or valid for writes of `size` bytes.
+unsafe fn put_lines(msg: *mut c_char, size: usize, lines: &[String]) -> Result<(), Error> {
+    if size == 0 {
+        return Ok(());
+    }
+    if msg.is_null() {
+        return Err(Error::Null);
+    }
+    let mut text = Vec::new();
+    for l in lines {
+        if text.len() + l.len() + 2 > size {
+            break;
+        }
+        text.extend_from_slice(l.as_bytes());
+        text.push(b'\n');
+    }
+    text.push(0);
+    // SAFETY: text.len() <= size, and msg is writable for size bytes (the caller's contract).
+    unsafe { core::ptr::copy_nonoverlapping(text.as_ptr(), msg.cast::<u8>(), text.len()) };
+    Ok(())
+}
+
+/// Chooses the kernel level and layouts ([`crate::plugin::choose`]); see the header.
+///
+/// # Safety
+/// `kernel_env`, `ptq1_env` null or NUL-terminated; the out pointers valid for writes; `msg` null
+/// or valid for writes of `msg_size` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_choose(
+    kernel_env: *const c_char,
+    ptq1_env: *const c_char,
+    host_has_pq2: i32,
+    host_has_ptq1: i32,
+    out_kernel: *mut i32,
+    out_pq2_layout: *mut i32,
+    out_ptq1_layout: *mut i32,
+    msg: *mut c_char,
+    msg_size: usize,
+) -> i32 {
+    guard(|| {
+        if out_kernel.is_null() || out_pq2_layout.is_null() || out_ptq1_layout.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: the caller's contract on the strings.
+        let (k, p) = unsafe { (env_text(kernel_env)?, env_text(ptq1_env)?) };
+        let c = crate::plugin::choose(k, p, host_has_pq2 != 0, host_has_ptq1 != 0);
+        let mut lines = c.warnings.clone();
+        lines.extend(c.decline.clone());
+        let lay = |l: Option<Layout>| l.map_or(-1, |l| l as i32);
+        // SAFETY: the caller's contract (checked non-null above; msg by put_lines).
+        unsafe {
+            put(out_kernel, c.kernel.map_or(0, |k| k as i32))?;
+            put(out_pq2_layout, lay(c.pq2_layout))?;
+            put(out_ptq1_layout, lay(c.ptq1_layout))?;
+            put_lines(msg, msg_size, &lines)?;
+        }
+        if c.decline.is_some() {
+            Err(Error::Unsupported)
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// Weights and bytes per block of a source type; see the header.
+///
+/// # Safety
+/// `out_weights` and `out_bytes` null or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_source_block(src_type: i32, out_weights: *mut i64, out_bytes: *mut usize) -> i32 {
+    guard(|| {
+        let (w, b) = crate::plugin::source_block_bytes(source(src_type)?);
+        // SAFETY: the caller's contract.
+        unsafe {
+            put(out_weights, w as i64)?;
+            put(out_bytes, b)
+        }
+    })
+}
+
+/// The Q8_K rounding probe's values ([`crate::plugin::q8k_probe_input`]); see the header.
+///
+/// # Safety
+/// `x` null or valid for writes of `n` floats.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_q8k_probe_input(x: *mut f32, n: usize) -> i32 {
+    guard(|| {
+        if x.is_null() {
+            return Err(Error::Null);
+        }
+        if n < crate::plugin::Q8K_PROBE_VALUES {
+            return Err(Error::BufferSize);
+        }
+        if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
+            return Err(Error::Misaligned);
+        }
+        let v = crate::plugin::q8k_probe_input();
+        // SAFETY: x is valid for n >= v.len() floats (the caller's contract), aligned (checked).
+        unsafe { core::ptr::copy_nonoverlapping(v.as_ptr(), x, v.len()) };
+        Ok(())
+    })
+}
+
+/// Which Q8_K rounding reproduces the host's blocks ([`crate::plugin::q8k_rounding_matching`]);
+/// see the header.
+///
+/// # Safety
+/// `x` valid for reads of `n` floats, `host_q8k` for reads of `host_size` bytes, `out_rounding`
+/// null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_q8k_probe_rounding(
+    kernel_id: i32,
+    x: *const f32,
+    n: usize,
+    host_q8k: *const c_void,
+    host_size: usize,
+    out_rounding: *mut i32,
+) -> i32 {
+    guard(|| {
+        let level = match kernel_id {
+            KERNEL_AUTO => KernelLevel::best().unwrap_or(KernelLevel::Reference),
+            k => kernel(k)?,
+        };
+        if !n.is_multiple_of(crate::format::QK_K) || n > isize::MAX as usize / size_of::<f32>() {
+            return Err(Error::Shape);
+        }
+        if x.is_null() {
+            return Err(Error::Null);
+        }
+        if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
+            return Err(Error::Misaligned);
+        }
+        // SAFETY: the caller's contract on x (n floats, checked non-null and aligned above).
+        let xs = unsafe { core::slice::from_raw_parts(x, n) };
+        // SAFETY: the caller's contract on host_q8k (blocks checks null, size and alignment).
+        let host = unsafe { blocks::<BlockQ8K>(host_q8k, host_size, n / crate::format::QK_K * size_of::<BlockQ8K>())? };
+        let r = match crate::plugin::q8k_rounding_matching(level, xs, host)? {
+            Some(Contract::Fused) => ROUND_FUSED,
+            Some(Contract::Unfused) => ROUND_UNFUSED,
+            None => 0,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(out_rounding, r) }
+    })
+}
+
 /// Compile-time proof that the header and these exports agree (feature `abi-check`).
 #[cfg(feature = "abi-check")]
 #[allow(non_camel_case_types, non_upper_case_globals, dead_code, missing_docs, clippy::all)]
@@ -613,6 +777,10 @@ pub mod abi_check {
         ggml_t2p_gemv(_, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_gemm(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_quantize_q8_k(_, _, _, _, _, _);
+        ggml_t2p_choose(_, _, _, _, _, _, _, _, _);
+        ggml_t2p_source_block(_, _, _);
+        ggml_t2p_q8k_probe_input(_, _);
+        ggml_t2p_q8k_probe_rounding(_, _, _, _, _, _);
     }
 
     const _: () = {
@@ -638,6 +806,7 @@ pub mod abi_check {
         assert!(c::GGML_T2P_ROUND_FUSED == super::ROUND_FUSED);
         assert!(c::GGML_T2P_ROUND_UNFUSED == super::ROUND_UNFUSED);
         assert!(c::GGML_T2P_HAVE_QUANTIZE_Q8_K == 1);
+        assert!(c::GGML_T2P_Q8K_PROBE_VALUES as usize == crate::plugin::Q8K_PROBE_VALUES);
         assert!(c::GGML_T2P_ACT_ALIGN as usize == crate::kernels::act_pack::PACKED_ALIGN);
     };
 

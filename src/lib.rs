@@ -45,6 +45,7 @@
 mod error;
 pub mod format;
 pub mod kernels;
+pub mod plugin;
 pub mod reference;
 pub mod repack;
 

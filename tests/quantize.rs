@@ -274,24 +274,21 @@ proptest! {
     }
 }
 
-/// The shim's start-up probe (`probe_q8k_rounding` in ggml-glue/ggml-t2p-glue.cpp, the same
-/// construction) must tell the two roundings apart, or it would always fall back to ggml's own
-/// quantizer: two blocks of near-ties.
+/// The shim's start-up probe (`ggml_t2p_q8k_probe_input`, [`ggml_t2p::plugin::q8k_probe_input`])
+/// must tell the two roundings apart, or it would always fall back to ggml's own quantizer: two
+/// blocks of near-ties, at every level's quantizer.
 #[test]
 fn shim_probe_rows_tell_the_roundings_apart() {
-    let mut x = vec![0.0f32; 512];
-    for (b, m) in [1.7f32, -0.0123].into_iter().enumerate() {
-        let iscale = -127.0f32 / m;
-        for j in 0..256 {
-            let t = ((j % 253) as f32 - 126.0 + 0.5) / iscale;
-            x[256 * b + j] = f32::from_bits((t.to_bits() as i32 + (j as i32 * 5) % 7 - 3) as u32);
-        }
-        x[256 * b + 17] = m;
-    }
+    let x = ggml_t2p::plugin::q8k_probe_input();
     let (mut f, mut u) = (blocks_filled(2, 0x5A), blocks_filled(2, 0x5A));
     quantize_row_q8_k(&x, &mut f, Contract::Fused).unwrap();
     quantize_row_q8_k(&x, &mut u, Contract::Unfused).unwrap();
     let differ: usize = (0..2).map(|b| (0..QK_K).filter(|&j| f[b].qs[j] != u[b].qs[j]).count()).sum();
     println!("shim probe: {differ} of 512 qs differ between the roundings");
     assert!(differ > 0);
+    for level in levels() {
+        for (host, contract) in [(&f, Contract::Fused), (&u, Contract::Unfused)] {
+            assert_eq!(ggml_t2p::plugin::q8k_rounding_matching(level, &x, host), Ok(Some(contract)), "{level:?}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
 /*
- * A C program against include/ggml_t2p.h (ABI 2) and libggml_t2p.a: repacks a PQ2_0 matrix into
+ * A C program against include/ggml_t2p.h (ABI 3) and libggml_t2p.a: repacks a PQ2_0 matrix into
  * every layout, packs activations (whole columns, and one column in pieces the way ggml threads
  * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
  * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),
@@ -336,6 +336,57 @@ int main(void) {
         CHECK(ggml_t2p_quantize_q8_k(42, GGML_T2P_ROUND_FUSED, qx, QN, qlv, sizeof(qlv)) == GGML_T2P_ERR_INVALID_ARGUMENT, "quantize kernel 42");
         CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, (const float *)qlv, 256, qlv, sizeof(qlv)) == GGML_T2P_ERR_INVALID_ARGUMENT, "quantize in place");
         CHECK(ggml_t2p_quantize_q8_k(0, GGML_T2P_ROUND_FUSED, NULL, 0, NULL, 0) == GGML_T2P_OK, "quantize nothing");
+    }
+
+    /* The plugin's policy: the level and layouts a host gets, the messages, the rounding probe. */
+    {
+        int32_t kern = -7, lp = -7, lt = -7;
+        char    msg[512];
+        int32_t st = ggml_t2p_choose(NULL, NULL, 1, 1, &kern, &lp, &lt, msg, sizeof msg);
+        if (best != 0) {
+            int32_t want = -1;
+            CHECK(st == GGML_T2P_OK && kern == best && msg[0] == '\0', "choose auto: %d, kernel %d, msg '%s'", st, kern, msg);
+            CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, best, 0, &want) == GGML_T2P_OK && lp == want, "choose: PQ2_0 layout");
+        } else {
+            CHECK(st == GGML_T2P_ERR_UNSUPPORTED && kern == 0 && strlen(msg) > 0, "choose auto declines: %d '%s'", st, msg);
+        }
+        st = ggml_t2p_choose("ref", "native", 0, 1, &kern, &lp, &lt, msg, sizeof msg);
+        CHECK(st == GGML_T2P_OK && kern == GGML_T2P_KERNEL_REF && lp == -1 && lt >= 1, "choose ref, PTQ1_0 only: %d %d %d", st, lp, lt);
+        st = ggml_t2p_choose("REF", "x", 1, 0, &kern, &lp, &lt, msg, sizeof msg);
+        CHECK(strstr(msg, "unknown GGML_T2P_KERNEL=REF") != NULL && lt == -1, "choose: unknown name warns: '%s'", msg);
+        st = ggml_t2p_choose("ref", NULL, 0, 0, &kern, &lp, &lt, msg, sizeof msg);
+        CHECK(st == GGML_T2P_ERR_UNSUPPORTED && kern == 0 && strstr(msg, "neither PQ2_0") != NULL, "choose: no type declines");
+        st = ggml_t2p_choose("ref", NULL, 1, 1, &kern, &lp, &lt, msg, 8);
+        CHECK(st == GGML_T2P_OK && msg[0] == '\0', "choose: a short msg keeps whole lines");
+        CHECK(ggml_t2p_choose(NULL, NULL, 1, 1, NULL, &lp, &lt, msg, sizeof msg) == GGML_T2P_ERR_NULL, "choose null out");
+        CHECK(ggml_t2p_choose(NULL, NULL, 1, 1, &kern, &lp, &lt, NULL, 16) == GGML_T2P_ERR_NULL, "choose null msg");
+
+        int64_t bw = 0;
+        size_t  bb = 0;
+        CHECK(ggml_t2p_source_block(GGML_T2P_TYPE_PQ2_0, &bw, &bb) == GGML_T2P_OK && bw == 128 && bb == 34, "PQ2_0 block");
+        CHECK(ggml_t2p_source_block(GGML_T2P_TYPE_PTQ1_0, &bw, &bb) == GGML_T2P_OK && bw == 128 && bb == 28, "PTQ1_0 block");
+        CHECK(ggml_t2p_source_block(8, &bw, &bb) == GGML_T2P_ERR_INVALID_ARGUMENT, "block of type 8");
+
+        /* the probe names the rounding this C build's quantizer uses (the reference in C above) */
+        static float      px[GGML_T2P_Q8K_PROBE_VALUES];
+        static q8_k_block ph[GGML_T2P_Q8K_PROBE_VALUES / 256], pf[GGML_T2P_Q8K_PROBE_VALUES / 256];
+        int32_t           rounding = -1;
+        CHECK(ggml_t2p_q8k_probe_input(px, GGML_T2P_Q8K_PROBE_VALUES) == GGML_T2P_OK, "probe input");
+        CHECK(ggml_t2p_q8k_probe_input(px, GGML_T2P_Q8K_PROBE_VALUES - 1) == GGML_T2P_ERR_BUFFER_SIZE, "probe input short");
+        CHECK(ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, GGML_T2P_ROUND_FUSED, px, GGML_T2P_Q8K_PROBE_VALUES, pf, sizeof pf) == GGML_T2P_OK, "probe fused");
+        for (int r = 0; r < 2; r++) {
+            const int32_t want = r ? GGML_T2P_ROUND_UNFUSED : GGML_T2P_ROUND_FUSED;
+            CHECK(ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, want, px, GGML_T2P_Q8K_PROBE_VALUES, ph, sizeof ph) == GGML_T2P_OK, "probe host");
+            CHECK(ggml_t2p_q8k_probe_rounding(0, px, GGML_T2P_Q8K_PROBE_VALUES, ph, sizeof ph, &rounding) == GGML_T2P_OK && rounding == want,
+                  "probe: rounding %d, want %d", rounding, want);
+        }
+        CHECK(memcmp(ph, pf, sizeof ph) != 0, "probe: the two roundings differ on the probe values");
+        ph[1].qs[7] ^= 1;
+        CHECK(ggml_t2p_q8k_probe_rounding(0, px, GGML_T2P_Q8K_PROBE_VALUES, ph, sizeof ph, &rounding) == GGML_T2P_OK && rounding == 0,
+              "probe: a host of its own matches neither");
+        CHECK(ggml_t2p_q8k_probe_rounding(0, px, GGML_T2P_Q8K_PROBE_VALUES, ph, sizeof ph - 1, &rounding) == GGML_T2P_ERR_BUFFER_SIZE, "probe short host");
+        CHECK(ggml_t2p_q8k_probe_rounding(0, px, 300, ph, sizeof ph, &rounding) == GGML_T2P_ERR_SHAPE, "probe n = 300");
+        CHECK(ggml_t2p_q8k_probe_rounding(0, NULL, 256, ph, sizeof ph, &rounding) == GGML_T2P_ERR_NULL, "probe null x");
     }
 
     free(a1);
