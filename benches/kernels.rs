@@ -44,7 +44,7 @@ use std::time::Duration;
 
 #[path = "../examples/common/mod.rs"]
 mod common;
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/rust/common/rng.rs"]
 mod rng;
 use rng::Rng;
 

@@ -49,7 +49,7 @@ fn usage_error(usage: &str, why: &str) -> ! {
     common::usage_error("dram", usage, why)
 }
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/rust/common/rng.rs"]
 mod rng;
 use rng::Rng;
 

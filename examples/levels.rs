@@ -65,7 +65,7 @@ fn cpu_ns() -> u64 {
     T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
-#[path = "../tests/common/rng.rs"]
+#[path = "../tests/rust/common/rng.rs"]
 mod rng;
 use rng::Rng;
 

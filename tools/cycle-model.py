@@ -491,14 +491,14 @@ def build_driver():
     env = dict(os.environ, RUSTC="/usr/bin/rustc", CARGO_TARGET_DIR=OUT,
                CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER="aarch64-linux-gnu-gcc",
                CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static")
-    out = subprocess.run(["cargo", "test", "--release", "--target", ARM_TARGET, "--test", "outside_loop", "--no-run",
+    out = subprocess.run(["cargo", "build", "--release", "--target", ARM_TARGET, "--example", "outside_loop",
                           "--message-format=json"], cwd=ROOT, env=env, check=True, text=True, capture_output=True).stdout
     for line in out.splitlines():
         try:
             m = json.loads(line)
         except ValueError:
             continue
-        if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "outside_loop":
             return m["executable"]
     sys.exit("cycle-model: the outside_loop driver did not build")
 
@@ -536,8 +536,7 @@ def count_share(binary, ranges, rows, k, cols, level, threads=16):
     log = os.path.join(OUT, "ol.log")
     env = dict(os.environ, T2P_OL_ROWS=str(rows), T2P_OL_K=str(k), T2P_OL_COLS=str(cols), T2P_OL_THREADS=str(threads),
                T2P_OL_LEVEL=level)
-    subprocess.run(["qemu-aarch64-static", "-cpu", "max", "-d", "in_asm,exec,nochain", "-D", log, binary,
-                    "outside_loop_share", "--ignored", "--exact", "--test-threads=1"], env=env, check=True,
+    subprocess.run(["qemu-aarch64-static", "-cpu", "max", "-d", "in_asm,exec,nochain", "-D", log, binary], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tbs = {}
     cur = None
@@ -602,7 +601,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cores", default=",".join(ARM_CORES), help="aarch64 llvm-mca -mcpu names (default: %(default)s)")
     ap.add_argument("--x86-cores", default=",".join(X86_CORES), help="x86-64 -mcpu names (default: %(default)s; '' for none)")
-    ap.add_argument("--no-outside-loop", action="store_true", help="skip the outside-loop line (it builds a test driver and runs qemu)")
+    ap.add_argument("--no-outside-loop", action="store_true", help="skip the outside-loop line (it builds examples/outside_loop.rs for aarch64 and runs it under qemu)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get llvm-19 / the aarch64 toolchain when missing")
     ap.add_argument("--json", metavar="FILE", help="also write the tables as JSON")
     ap.add_argument("--stock-source", metavar="QUANTS_C",

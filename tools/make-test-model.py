@@ -251,7 +251,7 @@ def ptq1_0_quantize(x):
     x: float array (..., K), K % 128 == 0 -> uint8 blocks (n, 28). Per block of 128: d = max |x|
     (float32), id = 1/d (0 when d == 0), digit = clamp(round(x * id) + 1, 0, 2) with halves rounded
     away from zero (C's roundf), stored with fp16(d) last. Byte-identical to the fork's reference on
-    tests/golden/ptq1_0_quant.bin (tests/test_ptq1_0_encoder.py)."""
+    tests/golden/ptq1_0_quant.bin (tests/python/test_ptq1_0_encoder.py)."""
     g = np.asarray(x, dtype=np.float32).reshape(-1, PTQ1_0_BLOCK)
     nb = g.shape[0]
     if not np.all(np.isfinite(g)):

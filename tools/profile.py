@@ -71,7 +71,7 @@ SINGLE_TASK_OPS = {"GET_ROWS", "SET_ROWS", "SCALE", "SET", "CLAMP", "SUB", "SQR"
 
 
 # ---------------------------------------------------------------------------------------------
-# Aggregation (pure functions; tests/test_profile.py checks them on canned input)
+# Aggregation (pure functions; tests/python/test_profile.py checks them on canned input)
 
 def classify(node, flash):
     """The class of one graph node (a dict of decode-profile's node table). FLASH: the graph has a

@@ -4,7 +4,7 @@ qemu-aarch64-static for several CPU models, plus the C programs tests/c/abi_smok
 tests/c/fork_smoke.c (load, fork, load) linked statically against the aarch64 libggml_t2p.a.
 Installs what is missing first (Debian; tools/toolchain.py; docs/building.md: the aarch64 cross build).
 
-The first two tests of tests/c_abi.rs, which build those programs on the host, cannot run there:
+The first two tests of tests/rust/c_abi.rs, which build those programs on the host, cannot run there:
 they are left out by name (reported as SKIP) and the static programs run instead; the third,
 release_smoke (the shim's source release), is left out too (qemu-user does not model Rss), and so is
 amx_level_hygiene (amx_smoke is x86-64 Linux only). fork_smoke gets a 30-second grace for the thread
@@ -32,7 +32,7 @@ import toolchain  # noqa: E402
 
 TARGET = "aarch64-unknown-linux-gnu"
 CPUS = "max neoverse-n1 cortex-a76 cortex-a72"
-# tests/c_abi.rs builds the C programs with the host's compiler from inside the test: not under
+# tests/rust/c_abi.rs builds the C programs with the host's compiler from inside the test: not under
 # qemu. They are skipped by name here (and fail if run) and the static programs run instead;
 # release_smoke (the shim's source release) is not run under qemu-user at all: there MAP_POPULATE
 # left Rss at 0 and madvise(MADV_RANDOM) did not split the mapping, so its Rss checks fail (seen
@@ -117,11 +117,11 @@ def main():
               % (cpu, tr.verdict(ok), passed, failed, features, time.monotonic() - start))
         for line in tr.summary_lines(text, SUMMARY_LINES):
             print("    " + line)
-        print("    SKIP: tests/c_abi.rs c_program_links_and_runs, repack_survives_fork (host-built C programs; "
+        print("    SKIP: tests/rust/c_abi.rs c_program_links_and_runs, repack_survives_fork (host-built C programs; "
               "abi_smoke and fork_smoke ran above as static aarch64 programs)")
-        print("    SKIP: tests/c_abi.rs source_release_drops_only_file_pages (release_smoke: qemu-user does not "
+        print("    SKIP: tests/rust/c_abi.rs source_release_drops_only_file_pages (release_smoke: qemu-user does not "
               "model Rss; it runs natively)")
-        print("    SKIP: tests/c_abi.rs amx_level_hygiene (amx_smoke: x86-64 Linux only; it runs natively and under "
+        print("    SKIP: tests/rust/c_abi.rs amx_level_hygiene (amx_smoke: x86-64 Linux only; it runs natively and under "
               "Bochs)")
         if not ok:
             bad = [line for line in text.splitlines() if re.search(r"panicked|FAIL|failed|error", line)]

@@ -278,14 +278,14 @@ def main():
 
     def tool_tests():
         for t in ("test_ppl_check.py", "test_tools.py", "test_profile.py", "test_peers.py"):
-            sh([PY, os.path.join("tests", t)], env=py_env)
-    run.stage("ppl-check verdict, tools, profile and peers (tests/test_ppl_check.py, test_tools.py, test_profile.py, "
+            sh([PY, os.path.join("tests", "python", t)], env=py_env)
+    run.stage("ppl-check verdict, tools, profile and peers (tests/python/test_ppl_check.py, test_tools.py, test_profile.py, "
               "test_peers.py)", tool_tests)
 
     def q2kt_tests():
         for t in ("test_q2kt.py", "test_synthetic.py", "test_ptq1_0_encoder.py"):
-            sh([PY, os.path.join("tests", t)], env=py_env)
-    run.stage("Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/test_q2kt.py, test_synthetic.py, "
+            sh([PY, os.path.join("tests", "python", t)], env=py_env)
+    run.stage("Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/python/test_q2kt.py, test_synthetic.py, "
               "test_ptq1_0_encoder.py: numpy and gguf from tools/requirements.txt)", q2kt_tests)
 
     def cmake_fragment():

@@ -13,7 +13,7 @@ AVX-512 VNNI) for CPU feature sets:
   spr         Sapphire-Rapids-like: both                          -> levels avxvnni and avx512vnni
   amx         Sapphire Rapids with AMX-INT8 (and XFD, which Linux needs to enable it) -> level amx:
               the oracle, golden and property tests on it, the tile kernel natively against its
-              scalar model (tests/amx.rs), and tests/c/amx_smoke.c twice: as the CPU is (the
+              scalar model (tests/rust/amx.rs), and tests/c/amx_smoke.c twice: as the CPU is (the
               permission, a thread created before the first call, one after, a child after
               fork(), tiles released) and with the tile-data permission refused by seccomp
 

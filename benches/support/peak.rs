@@ -18,8 +18,8 @@
 //! (`vpdpbusd`: 4-5 cycles at 2 per cycle; `tdpbssd`: about 52 cycles at one per 16).
 //!
 //! Benchmark support, not part of the library: one file included (`#[path]`) by
-//! `benches/kernels.rs`, `examples/levels.rs`, `tests/amx_calls.rs` (which checks the compiled
-//! `tdpbssd` loop) and `tests/peak.rs` (which tests it). It uses the library's public API only.
+//! `benches/kernels.rs`, `examples/levels.rs`, `tests/rust/amx_calls.rs` (which checks the compiled
+//! `tdpbssd` loop) and `tests/rust/peak.rs` (which tests it). It uses the library's public API only.
 
 use ggml_t2p::KernelLevel;
 
@@ -198,7 +198,7 @@ mod x86 {
     }
 
     /// Not inlined: a function of its own, without the jump table of [`super::Probe::run`]'s
-    /// `match`, so that `tests/amx_calls.rs` can follow the control flow of every function with
+    /// `match`, so that `tests/rust/amx_calls.rs` can follow the control flow of every function with
     /// tile instructions (it refuses indirect jumps).
     ///
     /// # Safety

@@ -343,7 +343,7 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
             // need not survive a call, and rustc emits that zeroing and the initialization of
             // the arrays above as `memset`/`memcpy` calls (LLVM's own AMX code re-issues
             // `ldtilecfg` after calls for the same reason). No tile data lives across passes;
-            // `ldtilecfg` zeroes every tile. `tests/amx_calls.rs` checks the compiled kernel.
+            // `ldtilecfg` zeroes every tile. `tests/rust/amx_calls.rs` checks the compiled kernel.
             // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
             unsafe { s.0.config(&X16_TILE_CONFIG) };
             for i in 0..nb {

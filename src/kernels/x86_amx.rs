@@ -6,7 +6,7 @@
 //! configuration is read by `ldtilecfg` from a `static` (`amx::X16_TILE_CONFIG`), never from a stack
 //! object the optimizer may drop, at the start of every pass, after the last call before the pass's
 //! tile instructions (the psABI makes the tile state caller-saved, and the kernel's zeroing and
-//! copies compile to `memset`/`memcpy` calls; `tests/amx_calls.rs` follows the compiled code's
+//! copies compile to `memset`/`memcpy` calls; `tests/rust/amx_calls.rs` follows the compiled code's
 //! control flow for a path from a call to a tile instruction without an `ldtilecfg` in between),
 //! and the tiles are released at exit; the
 //! Linux tile-data permission is asked for the whole process the first time the `amx` level is
@@ -14,7 +14,7 @@
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
 //! unchanged. No AMX hardware has run this yet (so it is not timed); it runs under an emulated
 //! Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
-//! the oracle, `tests/amx.rs` (against the scalar model, with `NATIVE_CALLS` counted: test
+//! the oracle, `tests/rust/amx.rs` (against the scalar model, with `NATIVE_CALLS` counted: test
 //! builds, feature `testing`, as are `NoTiles` and the model's AVX-512 kernel) and
 //! `tests/c/amx_smoke.c` (threads, `fork()`, release, a refused permission) check it, and on
 //! every machine the same kernel runs under the scalar model.

@@ -1,7 +1,7 @@
 //! The scalar reference: the definitions every kernel in this crate must equal bit for bit.
 //!
 //! These functions follow the fork's reference C code (docs/formats.md, docs/numerics.md; the golden vectors in
-//! `tests/golden/` (see its README) were produced by that code and are checked against these in `tests/golden.rs`).
+//! `tests/golden/` (see its README) were produced by that code and are checked against these in `tests/rust/golden.rs`).
 //! They favour obviousness over speed and work on the original (not repacked) formats.
 
 use crate::error::Error;

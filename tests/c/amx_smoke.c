@@ -18,7 +18,7 @@
  *                      through the best level the library has must still give the reference bits.
  *
  * Exit status 0 when every check passed. tools/x86-emu-test.py runs both forms under an emulated
- * Sapphire Rapids with AMX (Bochs with XFD); cargo test runs them natively (tests/c_abi.rs).
+ * Sapphire Rapids with AMX (Bochs with XFD); cargo test runs them natively (tests/rust/c_abi.rs).
  */
 #define _GNU_SOURCE
 #include "ggml_t2p.h"

@@ -20,7 +20,7 @@
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
 #[allow(dead_code)] // only the tdpbssd probe is used here
-#[path = "../benches/support/peak.rs"]
+#[path = "../../benches/support/peak.rs"]
 mod peak;
 
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! each runs where its level is available and counts its multiply-accumulates, and is refused
 //! elsewhere (on every architecture but x86-64, always).
 
-#[path = "../benches/support/peak.rs"]
+#[path = "../../benches/support/peak.rs"]
 mod peak;
 
 use peak::Probe;

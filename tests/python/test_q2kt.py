@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for tools/convert-q2kt.py (zero-exact Q2_K re-encoding of PQ2_0, PTQ1_0 and TQ2_0).
 
-Run: python3 tests/test_q2kt.py [-v]      (needs numpy and PyPI gguf==0.19.0; the golden vectors in
+Run: python3 tests/python/test_q2kt.py [-v]      (needs numpy and PyPI gguf==0.19.0; the golden vectors in
 tests/golden, or $GGML_T2P_GOLDEN_DIR when set; a missing directory is a failure)
 
 The converter's output is never judged by the converter's own code:
@@ -35,7 +35,7 @@ except ImportError as e:                       # a failure, not a skip: the test
     sys.exit(f"test_q2kt: {e}; run the Python tests in the project's environment "
              "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "convert-q2kt.py")
 GOLDEN = os.environ.get("GGML_T2P_GOLDEN_DIR") or os.path.join(ROOT, "tests", "golden")
 

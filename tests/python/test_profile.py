@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for tools/profile.py's own logic (no llama.cpp needed). Python 3 standard library only.
 
-Run: python3 tests/test_profile.py [-v]
+Run: python3 tests/python/test_profile.py [-v]
 
 * classify puts each node in its class: ternary MUL_MATs by buffer (CPU_T2P) or type (PQ2_0 in stock's
   buffer), other weight MUL_MATs, attention (FLASH_ATTN_EXT, or KQ/KQV MUL_MATs on the KV cache and
@@ -27,7 +27,7 @@ import tempfile
 import unittest
 
 sys.dont_write_bytecode = True
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "profile.py")
 spec = importlib.util.spec_from_file_location("profile_under_test", TOOL)
 prof = importlib.util.module_from_spec(spec)

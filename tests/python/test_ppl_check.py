@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for the verdict of tools/ppl-check.py (Python 3 standard library only).
 
-Run: python3 tests/test_ppl_check.py [-v]
+Run: python3 tests/python/test_ppl_check.py [-v]
 
 The verdict reads two llama-perplexity logs as that tool prints them and the comparison of the two
 --kl-divergence-base files. These tests hold what decides PASS: every per-chunk value, the final PPL
@@ -18,9 +18,9 @@ import unittest
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("ppl_check", os.path.join(HERE, "..", "tools", "ppl-check.py"))
+_spec = importlib.util.spec_from_file_location("ppl_check", os.path.join(HERE, "..", "..", "tools", "ppl-check.py"))
 ppl_check = importlib.util.module_from_spec(_spec)
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 _spec.loader.exec_module(ppl_check)
 
 
@@ -114,7 +114,7 @@ class UsageErrors(unittest.TestCase):
 
     def run_tool(self, name, argv):
         import subprocess
-        return subprocess.run([sys.executable, os.path.join(HERE, "..", "tools", name)] + argv,
+        return subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "tools", name)] + argv,
                               capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
 
     def test_bad_values(self):

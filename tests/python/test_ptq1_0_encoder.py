@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for the PTQ1_0 encoder of tools/make-test-model.py (--type ptq1_0) and for tools/ptq1-tree.py.
 
-Run: python3 tests/test_ptq1_0_encoder.py [-v]      (needs numpy; the tool's end-to-end case needs
+Run: python3 tests/python/test_ptq1_0_encoder.py [-v]      (needs numpy; the tool's end-to-end case needs
 PyPI gguf==0.19.0 too)
 
 - The encoder against tests/golden/ptq1_0_quant.bin (50 blocks the fork's quantize_row_ptq1_0_ref
@@ -35,7 +35,7 @@ except ImportError as e:                       # a failure, not a skip: the test
     sys.exit(f"test_ptq1_0_encoder: {e}; run the Python tests in the project's environment "
              "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "make-test-model.py")
 TREE = os.path.join(ROOT, "tools", "ptq1-tree.py")
 GOLDEN = os.environ.get("GGML_T2P_GOLDEN_DIR", os.path.join(ROOT, "tests", "golden"))

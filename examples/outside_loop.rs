@@ -1,4 +1,4 @@
-//! Driver of the outside-loop line of `tools/cycle-model.py` (ignored in normal test runs): one
+//! Driver of the outside-loop line of `tools/cycle-model.py` (an example, not a test): one
 //! thread's share of one matrix multiplication as the ggml shim runs it on `T2P_OL_THREADS`
 //! threads, between two marker calls. The tool runs it under `qemu-aarch64-static -d
 //! in_asm,exec,nochain` and counts the instructions executed between the markers inside and outside
@@ -42,14 +42,12 @@ fn ol_end() -> u64 {
     std::hint::black_box(0xe0d)
 }
 
-#[test]
-#[ignore = "driver for tools/cycle-model.py (run under qemu with instruction logging)"]
-fn outside_loop_share() {
+fn main() {
     let (rows, k, cols, nth) = (env("T2P_OL_ROWS"), env("T2P_OL_K"), env("T2P_OL_COLS"), env("T2P_OL_THREADS"));
     let level = KernelLevel::from_name(&std::env::var("T2P_OL_LEVEL").expect("set T2P_OL_LEVEL")).expect("a level");
     if !level.is_available() {
-        eprintln!("outside_loop_share: level {} not available on this CPU", level.name());
-        return;
+        eprintln!("outside_loop: level {} not available on this CPU", level.name());
+        std::process::exit(1);
     }
     let layout = Layout::T2p;
     let nq = k.div_ceil(2 * QK);

