@@ -3,8 +3,9 @@
 //
 // Data flow: llama.cpp places a weight here when supports_op accepts a MUL_MAT on it; set_tensor
 // repacks the whole tensor through ggml_t2p_repack into the layout the library chose for this CPU
-// (ggml_t2p_layout_for); each MUL_MAT quantizes src1 to Q8_K into per-thread scratch (by column, or
-// by Q8_K block when there is one column, zero-padded to a multiple of 256) and packs it at once
+// (ggml_t2p_choose, which also picks the kernel level or declines); each MUL_MAT quantizes src1 to
+// Q8_K into per-thread scratch (by column, or by Q8_K block when there is one column, zero-padded to
+// a multiple of 256) and packs it at once
 // with ggml_t2p_act_pack, meets at one barrier, then hands out chunks of the layout's row tiles to
 // ggml_t2p_gemv / ggml_t2p_gemm. The Q8_K bits are always those of the host ggml's own quantizer:
 // the library's SIMD quantizer (ggml_t2p_quantize_q8_k) runs when a probe at start-up shows that
@@ -52,7 +53,6 @@ namespace {
 struct t2p_config {
     bool     enabled     = false;
     int32_t  kernel      = 0;       // the concrete level passed to every call
-    uint32_t ptq1_flags  = 0;       // ggml_t2p_layout_for flags for PTQ1_0 (GGML_T2P_PREFER_COMPACT)
     bool     pq2_known   = false;   // the host ggml's type 142 is PQ2_0 (block 128, 34 bytes)
     bool     ptq1_known  = false;   // the host ggml's type 143 is PTQ1_0 (block 128, 28 bytes)
     int32_t  pq2_layout  = -1;      // layouts the library chose for this CPU and kernel
@@ -153,6 +153,7 @@ t2p_config make_config() {
 
     // The library chooses the level (GGML_T2P_KERNEL: auto or a level name) and the layouts
     // (GGML_T2P_PTQ1: t2p or native) from what this ggml has and this CPU runs, or declines.
+    // (a type id this ggml uses for another type is said first: it is a fact about this ggml)
     cfg.pq2_known  = host_type_is(GGML_T2P_TYPE_PQ2_0, "PQ2_0");
     cfg.ptq1_known = host_type_is(GGML_T2P_TYPE_PTQ1_0, "PTQ1_0");
     char          msg[1024] = "";

@@ -243,11 +243,12 @@ int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x
  * ggml_t2p_source_block); a type the host lacks gets layout -1.
  * Writes *out_kernel (a GGML_T2P_KERNEL_* level, 0 when declining), *out_pq2_layout and
  * *out_ptq1_layout (GGML_T2P_LAYOUT_*, or -1: not taken), and into msg (msg_size bytes, always
- * NUL-terminated when msg_size > 0; cut at a line end when too small) the lines to log, each
- * ending in '\n', without a prefix: warnings, then, when declining, the reason as the last line.
- * GGML_T2P_OK: the plugin runs; GGML_T2P_ERR_UNSUPPORTED: it declines (stock code runs every
- * weight); GGML_T2P_ERR_NULL for a NULL out pointer (msg may be NULL when msg_size is 0);
- * GGML_T2P_ERR_INVALID_ARGUMENT for an env value that is not UTF-8. */
+ * NUL-terminated when msg_size > 0) the lines to log, each ending in '\n', without a prefix:
+ * warnings, then, when declining, the reason as the last line (when they do not all fit, whole
+ * warnings are left out so that the reason stays). An env value that is not UTF-8 is an unknown
+ * value (a warning). GGML_T2P_OK: the plugin runs; GGML_T2P_ERR_UNSUPPORTED: it declines (stock
+ * code runs every weight); GGML_T2P_ERR_NULL for a NULL out pointer (msg may be NULL when msg_size
+ * is 0). */
 int32_t ggml_t2p_choose(const char * kernel_env, const char * ptq1_env, int32_t host_has_pq2, int32_t host_has_ptq1,
                         int32_t * out_kernel, int32_t * out_pq2_layout, int32_t * out_ptq1_layout, char * msg,
                         size_t msg_size);

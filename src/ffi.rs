@@ -566,39 +566,45 @@ pub unsafe extern "C" fn ggml_t2p_quantize_q8_k(
     })
 }
 
-/// An optional C string (NULL or empty: `None`).
+/// An optional C string (NULL or empty: `None`); bytes that are not UTF-8 become U+FFFD, so such a
+/// value is an unknown name (a warning), not an error.
 ///
 /// # Safety
 /// `p` must be null or a NUL-terminated string.
-unsafe fn env_text<'a>(p: *const c_char) -> Result<Option<&'a str>, Error> {
+unsafe fn env_text(p: *const c_char) -> Option<String> {
     if p.is_null() {
-        return Ok(None);
+        return None;
     }
     // SAFETY: a NUL-terminated string, per the contract.
-    let s = unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error::InvalidArgument)?;
-    Ok((!s.is_empty()).then_some(s))
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    (!s.is_empty()).then_some(s)
 }
 
-/// Copies `lines` (each ending in '\n') into `msg` (`size` bytes), NUL-terminated, whole lines
-/// only where they do not all fit.
+/// Copies `warnings`, then `last` (each line ending in '\n') into `msg` (`size` bytes),
+/// NUL-terminated. When they do not all fit, whole warnings are left out from the end so that
+/// `last` (the decline reason) is kept; only a `last` longer than `msg` itself is cut.
 ///
 /// # Safety
 /// `msg` must be null or valid for writes of `size` bytes.
-unsafe fn put_lines(msg: *mut c_char, size: usize, lines: &[String]) -> Result<(), Error> {
+unsafe fn put_lines(msg: *mut c_char, size: usize, warnings: &[String], last: Option<&str>) -> Result<(), Error> {
     if size == 0 {
         return Ok(());
     }
     if msg.is_null() {
         return Err(Error::Null);
     }
+    let line = |l: &str| format!("{l}\n").into_bytes();
+    let mut tail = last.map(line).unwrap_or_default();
+    tail.truncate(size - 1);
     let mut text = Vec::new();
-    for l in lines {
-        if text.len() + l.len() + 2 > size {
+    for w in warnings {
+        let w = line(w);
+        if text.len() + w.len() + tail.len() + 1 > size {
             break;
         }
-        text.extend_from_slice(l.as_bytes());
-        text.push(b'\n');
+        text.extend_from_slice(&w);
     }
+    text.extend_from_slice(&tail);
     text.push(0);
     // SAFETY: text.len() <= size, and msg is writable for size bytes (the caller's contract).
     unsafe { core::ptr::copy_nonoverlapping(text.as_ptr(), msg.cast::<u8>(), text.len()) };
@@ -628,17 +634,15 @@ pub unsafe extern "C" fn ggml_t2p_choose(
             return Err(Error::Null);
         }
         // SAFETY: the caller's contract on the strings.
-        let (k, p) = unsafe { (env_text(kernel_env)?, env_text(ptq1_env)?) };
-        let c = crate::plugin::choose(k, p, host_has_pq2 != 0, host_has_ptq1 != 0);
-        let mut lines = c.warnings.clone();
-        lines.extend(c.decline.clone());
+        let (k, p) = unsafe { (env_text(kernel_env), env_text(ptq1_env)) };
+        let c = crate::plugin::choose(k.as_deref(), p.as_deref(), host_has_pq2 != 0, host_has_ptq1 != 0);
         let lay = |l: Option<Layout>| l.map_or(-1, |l| l as i32);
         // SAFETY: the caller's contract (checked non-null above; msg by put_lines).
         unsafe {
             put(out_kernel, c.kernel.map_or(0, |k| k as i32))?;
             put(out_pq2_layout, lay(c.pq2_layout))?;
             put(out_ptq1_layout, lay(c.ptq1_layout))?;
-            put_lines(msg, msg_size, &lines)?;
+            put_lines(msg, msg_size, &c.warnings, c.decline.as_deref())?;
         }
         if c.decline.is_some() {
             Err(Error::Unsupported)

@@ -45,14 +45,22 @@ fn no_level_reason() -> &'static str {
     }
 }
 
-/// Every level name `GGML_T2P_KERNEL` takes, for messages: `auto, ref, dotprod, ...`.
+/// Every level name `GGML_T2P_KERNEL` takes, for messages: `auto, ref, dotprod, ... or amx`.
 fn level_names() -> String {
     let mut s = String::from("auto");
-    for l in KernelLevel::ALL {
-        s.push_str(", ");
+    for (i, l) in KernelLevel::ALL.iter().enumerate() {
+        s.push_str(if i + 1 == KernelLevel::ALL.len() { " or " } else { ", " });
         s.push_str(l.name());
     }
     s
+}
+
+/// A value as messages quote it: at most 64 characters (a longer one is cut, with `...`).
+fn quoted(v: &str) -> String {
+    match v.char_indices().nth(64) {
+        Some((at, _)) => format!("{}...", &v[..at]),
+        None => v.to_string(),
+    }
 }
 
 /// Chooses the kernel level and layouts from the requests and this CPU.
@@ -75,7 +83,8 @@ pub fn choose(kernel_request: Option<&str>, ptq1_request: Option<&str>, host_pq2
             Some(level) => Some(level),
             None => {
                 warnings.push(format!(
-                    "unknown GGML_T2P_KERNEL={name} (expected {}, lower case), using auto",
+                    "unknown GGML_T2P_KERNEL={} (expected {}, lower case), using auto",
+                    quoted(name),
                     level_names()
                 ));
                 None
@@ -127,7 +136,7 @@ pub fn choose(kernel_request: Option<&str>, ptq1_request: Option<&str>, host_pq2
         None | Some("t2p") => false,
         Some("native") => true,
         Some(other) => {
-            warnings.push(format!("unknown GGML_T2P_PTQ1={other} (expected t2p or native), using t2p"));
+            warnings.push(format!("unknown GGML_T2P_PTQ1={} (expected t2p or native), using t2p", quoted(other)));
             false
         }
     };
@@ -234,6 +243,14 @@ mod tests {
             assert_eq!(c.kernel, KernelLevel::best());
             assert_eq!(c.ptq1_layout, None);
         }
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        let long = "x".repeat(5000);
+        let c = choose(Some(&long), Some(&long), true, true);
+        assert!(c.warnings.iter().all(|w| w.len() < 200), "{:?}", c.warnings);
+        assert!(c.warnings[0].contains(&format!("{}...", "x".repeat(64))));
     }
 
     #[test]

@@ -84,15 +84,52 @@ def in_project_env():
         return False
 
 
+@contextlib.contextmanager
+def _file_lock(path):
+    """An exclusive lock on the file `path` (made if missing) for the block: fcntl on POSIX, msvcrt on
+    Windows; blocks until the lock is free."""
+    with open(path, "a+b") as f:
+        if IS_WINDOWS:
+            import msvcrt
+            f.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(f.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:   # LK_LOCK gives up after 10 s: try again
+                    continue
+        else:
+            import fcntl
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if IS_WINDOWS:
+                import msvcrt
+                f.seek(0)
+                msvcrt.locking(f.fileno(), msvcrt.LK_UNLCK, 1)
+            else:
+                import fcntl
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def clean_env():
+    """This process's environment without PYTHONPATH and PYTHONHOME, for running the project's Python:
+    a venv still honours them, and they would bring back packages the pins leave out."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def project_python(install=True, tool="t2p"):
     """The interpreter of the project's isolated Python environment, made when missing.
 
     A virtual environment without the system's site packages (`python3 -m venv`), at env_dir(), with
-    exactly the pins of tools/requirements.txt installed by its own pip; so whatever the machine has
-    installed, a package missing from the pins is missing on every machine. Reused while the file
-    and the Python version are unchanged (its folder name carries their hash); environments for
-    older pins are removed. `install` False: raises RuntimeError instead of making one. A failed
-    pip install leaves no environment behind (the next call starts again)."""
+    the pins of tools/requirements.txt and nothing else (pip --no-deps: every dependency is pinned
+    there), installed by its own pip; run it with clean_env(), so whatever the machine has installed,
+    a package missing from the pins is missing on every machine. Reused while the file and the Python
+    version are unchanged (its folder name carries their hash); environments of other pins stay (other
+    checkouts may use them). Processes sharing the cache folder make it one at a time (a lock file
+    beside it), and a failed pip install leaves no environment behind (the next call starts again).
+    `install` False: raises RuntimeError instead of making one."""
     env = env_dir()
     py = env_python(env)
     mark = os.path.join(env, ENV_MARK)
@@ -100,24 +137,23 @@ def project_python(install=True, tool="t2p"):
         return py
     if not install:
         raise RuntimeError(f"the project's Python environment ({env}) is not made yet, and installing is off")
-    parent = os.path.dirname(env)
-    os.makedirs(parent, exist_ok=True)
-    for old in os.listdir(parent):
-        if old.startswith(os.path.basename(env)[:-16]) and os.path.join(parent, old) != env:
-            shutil.rmtree(os.path.join(parent, old), ignore_errors=True)
-    shutil.rmtree(env, ignore_errors=True)
-    print(f"{tool}: making the project's Python environment {env} (python -m venv; pins from "
-          f"{os.path.relpath(REQUIREMENTS)})", flush=True)
-    try:
-        subprocess.check_call([sys.executable, "-m", "venv", env])
-        subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
-                               "-r", REQUIREMENTS])
-    except (subprocess.CalledProcessError, OSError) as e:
+    os.makedirs(os.path.dirname(env), exist_ok=True)
+    with _file_lock(env + ".lock"):
+        if os.path.isfile(mark) and os.path.isfile(py):
+            return py   # another process made it while this one waited
         shutil.rmtree(env, ignore_errors=True)
-        raise RuntimeError(f"making the Python environment failed ({e}); on Debian/Ubuntu `python3 -m venv` "
-                           "needs python3-venv (python3 tools/toolchain.py installs it)") from None
-    with open(mark, "w") as f:
-        f.write(requirements_hash() + "\n")
+        print(f"{tool}: making the project's Python environment {env} (python -m venv; pins from "
+              f"tools/requirements.txt)", flush=True)
+        try:
+            subprocess.check_call([sys.executable, "-m", "venv", env], env=clean_env())
+            subprocess.check_call([py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+                                   "--no-deps", "-r", REQUIREMENTS], env=clean_env())
+        except (subprocess.CalledProcessError, OSError) as e:
+            shutil.rmtree(env, ignore_errors=True)
+            raise RuntimeError(f"making the Python environment failed ({e}); on Debian/Ubuntu `python3 -m venv` "
+                               "needs python3-venv (python3 tools/toolchain.py installs it)") from None
+        with open(mark, "w") as f:
+            f.write(requirements_hash() + "\n")
     return py
 
 
@@ -132,7 +168,7 @@ def use_project_env(tool, install):
     except RuntimeError as e:
         sys.exit(f"error: {e}\n(re-run with --install, or run `python3 tools/test-all.py` once)")
     sys.stdout.flush()
-    sys.exit(subprocess.call([py, os.path.abspath(sys.argv[0])] + sys.argv[1:]))
+    sys.exit(subprocess.call([py, os.path.abspath(sys.argv[0])] + sys.argv[1:], env=clean_env()))
 
 
 def pip_command(pkgs):

@@ -274,7 +274,9 @@ def main():
         print(f"test-all: benches build; {len(tools)} tools answer --help")
     run.stage("host: benches build, tools answer --help", benches_and_tools)
 
-    py_env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    # PYTHONPATH and PYTHONHOME cleared: a venv honours them, and they would bring back packages the
+    # pins leave out
+    py_env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "", "PYTHONHOME": ""}
 
     def tool_tests():
         for t in ("test_ppl_check.py", "test_tools.py", "test_profile.py", "test_peers.py"):

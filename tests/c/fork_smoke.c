@@ -16,8 +16,8 @@
  * usage: fork_smoke [LAYOUT [TIMEOUT_S [GRACE_MS]]]   (defaults 1 = T2P, 120 s, 1000 ms;
  *        tools/qemu-test.py passes a longer grace under the emulator)
  *
- * Uses only ggml_t2p_repacked_size / ggml_t2p_repack, whose signatures are the same in ABI 1 and
- * ABI 2, so the same program shows the behaviour of older libraries too.
+ * Uses only ggml_t2p_repacked_size / ggml_t2p_repack, whose signatures are the same in ABI 1, 2
+ * and 3, so the same program shows the behaviour of older libraries too.
  * Exit status 0: pass; 1: a check failed; 2: the child hung (killed after the timeout).
  */
 #include "ggml_t2p.h"

@@ -1,5 +1,5 @@
 //! SplitMix64: deterministic data, the same on every run. The one copy for the tests
-//! (`tests/common`), the examples and the benches (separate crates that include this file with
+//! (`tests/rust/common`), the examples and the benches (separate crates that include this file with
 //! `#[path]`; each uses only some of the methods).
 #![allow(dead_code)]
 
