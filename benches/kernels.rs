@@ -35,8 +35,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, Contract};
 use ggml_t2p::repack::{
-    repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x4, repacked_blocks, Layout,
-    SourceType,
+    repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x16, repack_ptq1_0_to_x4,
+    repacked_blocks, Layout, SourceType,
 };
 use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
@@ -211,6 +211,9 @@ fn bench_repack(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("ptq1_0_to_x4_17408x5120", format!("{t}t")), |b| {
             b.iter(|| repack_ptq1_0_to_x4(&src_t, n_rows, k, &mut dst_x4).unwrap())
+        });
+        g.bench_function(BenchmarkId::new("ptq1_0_to_x16_17408x5120", format!("{t}t")), |b| {
+            b.iter(|| repack_ptq1_0_to_x16(&src_t, n_rows, k, &mut dst16).unwrap())
         });
     }
     ggml_t2p::repack::set_repack_threads(0);
