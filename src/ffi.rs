@@ -531,39 +531,59 @@ pub unsafe extern "C" fn ggml_t2p_quantize_q8_k(
     y_size: usize,
 ) -> i32 {
     guard(|| {
-        let level = match kernel_id {
-            KERNEL_AUTO => KernelLevel::best().unwrap_or(KernelLevel::Reference),
-            k => kernel(k)?,
-        };
+        let level = quantizer_level(kernel_id)?;
         let contract = match rounding {
             ROUND_FUSED => Contract::Fused,
             ROUND_UNFUSED => Contract::Unfused,
             _ => return Err(Error::InvalidArgument),
         };
-        let n = dim(n)?;
-        if !n.is_multiple_of(crate::format::QK_K) || n > isize::MAX as usize / size_of::<f32>() {
-            return Err(Error::Shape);
-        }
+        let n = q8k_values(dim(n)?)?;
         if n == 0 {
             return Ok(()); // nothing is read or written: any pointers, NULL included
         }
-        let nb = n / crate::format::QK_K;
-        let need = nb * size_of::<BlockQ8K>();
-        if x.is_null() {
-            return Err(Error::Null);
-        }
-        if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
-            return Err(Error::Misaligned);
-        }
+        let need = n / crate::format::QK_K * size_of::<BlockQ8K>();
+        // SAFETY: the caller's contract on x (floats checks null and alignment).
+        let xs = unsafe { floats(x, n)? };
         if overlaps(x as usize, n * size_of::<f32>(), y as usize, need.min(y_size)) {
             return Err(Error::InvalidArgument);
         }
-        // SAFETY: the caller's contract on x (n floats, checked non-null and aligned above).
-        let xs = unsafe { core::slice::from_raw_parts(x, n) };
         // SAFETY: the caller's contract on y (blocks_mut checks null, size and alignment).
         let ys = unsafe { blocks_mut::<BlockQ8K>(y, y_size, need)? };
         quantize_q8_k(level, xs, ys, contract)
     })
+}
+
+/// The level whose Q8_K quantizer runs for `kernel_id`: AUTO is the fastest of this CPU (the
+/// scalar one where there is no SIMD level), any other id must be a level the CPU has.
+fn quantizer_level(kernel_id: i32) -> Result<KernelLevel, Error> {
+    match kernel_id {
+        KERNEL_AUTO => Ok(KernelLevel::best().unwrap_or(KernelLevel::Reference)),
+        k => kernel(k),
+    }
+}
+
+/// `n` as a count of floats to quantize to Q8_K: a multiple of 256 that a buffer can hold, else
+/// [`Error::Shape`].
+fn q8k_values(n: usize) -> Result<usize, Error> {
+    if !n.is_multiple_of(crate::format::QK_K) || n > isize::MAX as usize / size_of::<f32>() {
+        return Err(Error::Shape);
+    }
+    Ok(n)
+}
+
+/// `x` as `n` floats, after checking null and alignment.
+///
+/// # Safety
+/// `x` must be null or valid for reads of `n` floats for the returned lifetime.
+unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Error> {
+    if x.is_null() {
+        return Err(Error::Null);
+    }
+    if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
+        return Err(Error::Misaligned);
+    }
+    // SAFETY: non-null, aligned, and n readable floats (the caller's contract).
+    Ok(unsafe { core::slice::from_raw_parts(x, n) })
 }
 
 /// An optional C string (NULL or empty: `None`); bytes that are not UTF-8 become U+FFFD, so such a
@@ -707,21 +727,10 @@ pub unsafe extern "C" fn ggml_t2p_q8k_probe_rounding(
     out_rounding: *mut i32,
 ) -> i32 {
     guard(|| {
-        let level = match kernel_id {
-            KERNEL_AUTO => KernelLevel::best().unwrap_or(KernelLevel::Reference),
-            k => kernel(k)?,
-        };
-        if !n.is_multiple_of(crate::format::QK_K) || n > isize::MAX as usize / size_of::<f32>() {
-            return Err(Error::Shape);
-        }
-        if x.is_null() {
-            return Err(Error::Null);
-        }
-        if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
-            return Err(Error::Misaligned);
-        }
-        // SAFETY: the caller's contract on x (n floats, checked non-null and aligned above).
-        let xs = unsafe { core::slice::from_raw_parts(x, n) };
+        let level = quantizer_level(kernel_id)?;
+        let n = q8k_values(n)?;
+        // SAFETY: the caller's contract on x (floats checks null and alignment).
+        let xs = unsafe { floats(x, n)? };
         // SAFETY: the caller's contract on host_q8k (blocks checks null, size and alignment).
         let host = unsafe { blocks::<BlockQ8K>(host_q8k, host_size, n / crate::format::QK_K * size_of::<BlockQ8K>())? };
         let r = match crate::plugin::q8k_rounding_matching(level, xs, host)? {

@@ -7,7 +7,7 @@
 //! Environment variables are read by the shim and passed in as text (`None`: unset or empty); the
 //! names in messages are the shim's: `GGML_T2P_KERNEL`, `GGML_T2P_PTQ1`.
 
-use crate::format::{BlockQ8K, QK_K};
+use crate::format::{as_bytes, BlockQ8K, QK_K};
 use crate::kernels::{assume_kernel, quantize_q8_k, KernelLevel};
 use crate::reference::Contract;
 use crate::repack::{Layout, SourceType};
@@ -198,9 +198,7 @@ pub fn q8k_rounding_matching(
     let mut unfused = fused.clone();
     quantize_q8_k(level, x, &mut fused, Contract::Fused)?;
     quantize_q8_k(level, x, &mut unfused, Contract::Unfused)?;
-    let same = |a: &[BlockQ8K], b: &[BlockQ8K]| {
-        a.iter().zip(b).all(|(p, q)| p.d.to_bits() == q.d.to_bits() && p.qs == q.qs && p.bsums == q.bsums)
-    };
+    let same = |a: &[BlockQ8K], b: &[BlockQ8K]| as_bytes(a) == as_bytes(b);
     if same(&fused, &unfused) {
         return Ok(None);
     }

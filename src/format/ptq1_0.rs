@@ -31,19 +31,16 @@ pub static TRITS: [[u8; 5]; 256] = {
     t
 };
 
-/// `TRIT_BYTES[q]`: the five digits of byte `q` spread one per byte, digit `n` in byte `n` of the
-/// `u64` (bytes 5..8 zero). Shifting entries by `2s` and OR-ing four of them packs four digits
-/// into each byte, as 2-bit codes: the load-time repacks ([`BlockPtq1_0::pq2_0_qs`],
-/// [`BlockPtq1_0::x16_lanes`]) build eight or more code bytes per lookup this way.
+/// `TRIT_BYTES[q]`: [`TRITS`]`[q]` as one `u64`, digit `n` in byte `n` (bytes 5..8 zero).
+/// Shifting entries by `2s` and OR-ing four of them packs four digits into each byte, as 2-bit
+/// codes: the load-time repacks ([`BlockPtq1_0::pq2_0_qs`], [`BlockPtq1_0::x16_lanes`]) build
+/// eight or more code bytes per lookup this way.
 pub static TRIT_BYTES: [u64; 256] = {
     let mut t = [0u64; 256];
     let mut q = 0;
     while q < 256 {
-        let mut n = 0;
-        while n < 5 {
-            t[q] |= (ptq1_0_digit(q as u8, n as u32) as u64) << (8 * n);
-            n += 1;
-        }
+        let d = TRITS[q];
+        t[q] = u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], 0, 0, 0]);
         q += 1;
     }
     t
