@@ -15,6 +15,8 @@ fn main() {
             .header("include/ggml_t2p.h")
             .allowlist_function("ggml_t2p_.*")
             .allowlist_var("GGML_T2P_.*")
+            // the plugin's opaque type is the crate's own (ffi::abi_check names it)
+            .blocklist_type("ggml_t2p_plugin")
             .default_macro_constant_type(bindgen::MacroTypeVariation::Signed)
             .use_core()
             .generate()

@@ -5,17 +5,21 @@
 // the library picks for this CPU and multiplied by its exact kernels (ARM: sdot, smmla; x86-64:
 // AVX2, AVX-VNNI, AVX-512 VNNI); every other op and tensor stays with stock ggml-cpu.
 //
-// Environment (read once, at the first call):
+// Environment (read once, at the first call, by the library: ggml_t2p_plugin_new in
+// include/ggml_t2p.h; README.md, "What you see, and the toggles"):
 //   GGML_T2P=0                   the buffer type is not offered (stock everywhere)
-//   GGML_T2P_KERNEL=auto|ref|dotprod|i8mm|avx2|avxvnni|avx512vnni
+//   GGML_T2P_KERNEL=auto|ref|dotprod|i8mm|avx2|avxvnni|avx512vnni|amx
 //                                kernel level (default auto: the best the CPU has; ref runs the
 //                                scalar twin, also on CPUs without a SIMD level)
 //   GGML_T2P_PTQ1=t2p|native     PTQ1_0 weights at 2.125 bits per weight (default) or kept at 1.75
 //                                where a layout for that exists (ARM)
+//   GGML_T2P_QUANTIZE=auto|ggml  Q8_K activations by the library in the host's rounding (default,
+//                                when the start-up probe finds it) or always by ggml's own
 //   GGML_T2P_RELEASE_SOURCE=1|0  after repacking a tensor, unmap the file pages it was read from
 //                                when they are a read-only shared file mapping (llama.cpp's mmap;
-//                                Linux only, see ggml-t2p-release.h), so that peak RSS with mmap
-//                                matches --no-mmap (default 1; 0 keeps them mapped)
+//                                Linux only), so that peak RSS with mmap matches --no-mmap
+//                                (default 1; 0 keeps them mapped)
+//   GGML_T2P_HUGE_PAGES=0|1      advise the buffers as transparent huge pages (Linux; default 0)
 #pragma once
 
 #include "ggml-backend.h"

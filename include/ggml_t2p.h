@@ -15,7 +15,8 @@
  * answers GGML_T2P_ERR_SHAPE for a size past PTRDIFF_MAX bytes (isize::MAX): no buffer is larger.
  *
  * Flow (ABI 3): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
- * declines, saying why), ggml_t2p_repack fills them. Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
+ * declines, saying why), ggml_t2p_repack fills them (a ggml host does both, and the rest of its
+ * bookkeeping, through a ggml_t2p_plugin: see the end of this header). Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
  * quantizer, or ggml_t2p_quantize_q8_k with the host's rounding: the same bits), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
  * once), then runs ggml_t2p_gemv / ggml_t2p_gemm on row ranges from any threads. The packed
  * activation format is the library's business: ask ggml_t2p_act_packed_size for its size.
@@ -272,6 +273,162 @@ int32_t ggml_t2p_q8k_probe_input(float * x, size_t n);
  * agree on x. */
 int32_t ggml_t2p_q8k_probe_rounding(int32_t kernel, const float * x, size_t n, const void * host_q8k,
                                     size_t host_size, int32_t * out_rounding);
+
+/* ---- The ggml plugin (ABI 3): the state a ggml host keeps of the library. The shim
+ * (ggml-glue/) creates one at start-up and only translates ggml's calls into these; the settings
+ * (environment), the check of the host's types, the Q8_K quantizer, the load accounting and its
+ * log line, the sliced repack with the release of the source's file pages, the huge-page advice,
+ * the work plan of a matrix multiplication and its row split are made here. Every call is
+ * thread-safe; the plugin holds no thread and no lock. ---- */
+
+/* A plugin (opaque). */
+typedef struct ggml_t2p_plugin ggml_t2p_plugin;
+
+/* Log levels of ggml_t2p_log_fn: the values of ggml's GGML_LOG_LEVEL_INFO and GGML_LOG_LEVEL_WARN. */
+#define GGML_T2P_LOG_INFO 2
+#define GGML_T2P_LOG_WARN 3
+
+/* The host's callbacks. Each may be called from any thread.
+ * ggml_t2p_getenv_fn: the value of environment variable name, or NULL when unset (getenv); the
+ *   string is copied before the next call.
+ * ggml_t2p_host_type_fn: the host's type type_id: writes its weights per block, bytes per block
+ *   and name (static storage, or NULL) and returns nonzero; returns 0 when the host has no type
+ *   of that id (nothing written).
+ * ggml_t2p_quantize_fn: the host's own Q8_K quantizer (ggml's from_float of GGML_TYPE_Q8_K): n
+ *   floats (a multiple of 256) at x into n/256 blocks of 292 bytes at y (4-byte aligned).
+ * ggml_t2p_log_fn: one log line, NUL-terminated, "ggml-t2p: ..." ending in '\n', at level
+ *   GGML_T2P_LOG_*; user is the log_user given to ggml_t2p_plugin_new. */
+typedef const char * (*ggml_t2p_getenv_fn)(const char * name);
+typedef int32_t (*ggml_t2p_host_type_fn)(int32_t type_id, int64_t * out_weights, size_t * out_bytes, const char ** out_name);
+typedef void (*ggml_t2p_quantize_fn)(const float * x, void * y, int64_t n);
+typedef void (*ggml_t2p_log_fn)(int32_t level, const char * line, void * user);
+
+/* Creates the plugin from the host's environment and types, logging each line through log (NULL:
+ * nothing is logged). The settings, read with env, in this order:
+ *   GGML_T2P               0/off/false/no: disabled; 1/on/true/yes or unset: on (on/off
+ *                          variables warn for anything else and keep their default);
+ *   (the host's types 142 and 143: taken when host_type reports 128 weights and the bytes of
+ *    ggml_t2p_source_block, else a warning and stock code for that type)
+ *   GGML_T2P_KERNEL, GGML_T2P_PTQ1   the level and layouts, as ggml_t2p_choose (its warnings, or
+ *                          "declining: <why>");
+ *   GGML_T2P_RELEASE_SOURCE  on/off, default on (ggml_t2p_plugin_repack);
+ *   GGML_T2P_HUGE_PAGES    on/off, default off (ggml_t2p_plugin_new_buffer);
+ *   GGML_T2P_QUANTIZE      auto (default: the library's Q8_K quantizer when the probe, run once
+ *                          here through host_q8k, finds the host's rounding; else host_q8k) or
+ *                          ggml (always host_q8k); anything else warns and means auto.
+ * Logs "ggml-t2p: enabled (libggml_t2p <version>, kernel <level>; PQ2_0 -> <layout>, PTQ1_0 ...;
+ * Q8_K by ...)" at INFO, or "ggml-t2p: disabled (GGML_T2P=<value>)" at INFO, or the warnings then
+ * "ggml-t2p: declining: <why>" at WARN.
+ * GGML_T2P_OK: *out_plugin is the plugin (the shim keeps it for the process; ggml_t2p_plugin_free
+ * frees it); GGML_T2P_ERR_UNSUPPORTED: disabled or declining, *out_plugin = NULL (stock code runs
+ * every weight); GGML_T2P_ERR_NULL: env, host_type, host_q8k or out_plugin NULL. */
+int32_t ggml_t2p_plugin_new(ggml_t2p_getenv_fn env, ggml_t2p_host_type_fn host_type, ggml_t2p_quantize_fn host_q8k,
+                            ggml_t2p_log_fn log, void * log_user, ggml_t2p_plugin ** out_plugin);
+
+/* Frees a plugin (NULL: nothing). No call on it may run or follow. */
+void ggml_t2p_plugin_free(ggml_t2p_plugin * plugin);
+
+/* The layout the plugin repacks weights of ggml type src_type into (*out_layout,
+ * GGML_T2P_LAYOUT_*). GGML_T2P_ERR_UNSUPPORTED for any type it does not take (another type id, or
+ * a ternary type this host lacks); ERR_NULL for a NULL plugin or out_layout. */
+int32_t ggml_t2p_plugin_layout(const ggml_t2p_plugin * plugin, int32_t src_type, int32_t * out_layout);
+
+/* GGML_T2P_OK when the plugin repacks and runs an n_rows x k matrix of src_type (ggml_t2p_supports
+ * with its layout and level); else UNSUPPORTED (a type it does not take) or SHAPE. */
+int32_t ggml_t2p_plugin_supports(const ggml_t2p_plugin * plugin, int32_t src_type, int64_t n_rows, int64_t k);
+
+/* Bytes of the repacked n_rows x k matrix of src_type in the plugin's layout (*out_size); errors
+ * as ggml_t2p_plugin_supports. */
+int32_t ggml_t2p_plugin_repacked_size(const ggml_t2p_plugin * plugin, int32_t src_type, int64_t n_rows, int64_t k,
+                                      size_t * out_size);
+
+/* Repacks a whole row-major n_rows x k matrix of src_type at src (src_size >= its bytes, 2-byte
+ * aligned) into dst (dst_size >= ggml_t2p_plugin_repacked_size) and counts it for the load line.
+ * With GGML_T2P_RELEASE_SOURCE on, the source's whole pages are released once their rows are
+ * repacked (ggml_t2p_release_source: only a read-only shared file mapping, Linux), and a source
+ * above 16 MiB is repacked in slices of whole row tiles of at most 16 MiB (at least one tile),
+ * each slice's pages released before the next, so source and copy overlap by one slice at most;
+ * the same bytes either way. src must stay mapped and unchanged during the call; the pages it
+ * released refault from the file if the host reads them again. Tensors may be repacked from
+ * several threads at once. Errors: UNSUPPORTED for a type the plugin does not take, NULL,
+ * BUFFER_SIZE, then as ggml_t2p_repack (a failed call counts nothing). */
+int32_t ggml_t2p_plugin_repack(const ggml_t2p_plugin * plugin, int32_t src_type, const void * src, size_t src_size,
+                               int64_t n_rows, int64_t k, void * dst, size_t dst_size);
+
+/* A new buffer of the plugin at base (size bytes), before anything is repacked into it: with
+ * GGML_T2P_HUGE_PAGES on, the whole 2 MiB pages inside it are advised as transparent huge pages
+ * (Linux: madvise MADV_HUGEPAGE; the contents do not change) and counted for the load line.
+ * GGML_T2P_OK also when nothing is done (the setting off, base NULL, no whole 2 MiB page, another
+ * OS, or the advice refused: the load line says so); ERR_NULL for a NULL plugin. */
+int32_t ggml_t2p_plugin_new_buffer(const ggml_t2p_plugin * plugin, void * base, size_t size);
+
+/* Logs the load line, the first time it is called on the plugin (later calls log nothing), at
+ * INFO: "ggml-t2p: <n> tensors repacked (<n> PQ2_0 -> <layout>[, <n> PTQ1_0 -> <layout>]; <MiB>
+ * MiB) in <s> s (<MiB/s> MiB/s); kernel <level>; <source>[; huge pages advised for <MiB> MiB
+ * [(advice refused: <error>)]]", the time and rate those of the repack calls themselves, and
+ * <source> "released <MiB> MiB of file-mapped source (<n> tensors) in <s> s [(tensors kept: <n>
+ * not in a read-only shared file mapping, <n> refused: <error>)]" (Linux), "source pages kept
+ * (GGML_T2P_RELEASE_SOURCE=0)" or "source pages kept (not supported on this OS)". */
+int32_t ggml_t2p_plugin_report(const ggml_t2p_plugin * plugin);
+
+/* The plan of one matrix multiplication: an n_rows x k matrix of src_type weights (in the
+ * plugin's layout) times n_cols activation columns of k floats, on n_threads threads (>= 1, else
+ * INVALID_ARGUMENT). *out_work_size: bytes of the work buffer ggml_t2p_plugin_act_prepare and
+ * _mul_mat_rows share, at any alignment: 63 + the packed activations (ggml_t2p_act_packed_size)
+ * rounded up to 64 + per thread one column's Q8_K blocks (ceil(k/256) x 292 bytes) rounded up to
+ * 64, and 256 floats (1024 bytes) when k % 256 != 0. *out_n_chunks and *out_chunk_rows: the row
+ * split, chunk c covering rows [c * chunk_rows, min(n_rows, (c + 1) * chunk_rows)), whole row
+ * tiles: 4 chunks per thread (one per thread when n_threads is 1 or numa is nonzero), at most one
+ * per row tile. Any out pointer may be NULL (not written). Errors as ggml_t2p_plugin_supports. */
+int32_t ggml_t2p_plugin_mul_mat_plan(const ggml_t2p_plugin * plugin, int32_t src_type, int64_t n_rows, int64_t k,
+                                     int64_t n_cols, int32_t n_threads, int32_t numa, size_t * out_work_size,
+                                     int64_t * out_n_chunks, int64_t * out_chunk_rows);
+
+/* Thread ith of nth (0 <= ith < nth, else INVALID_ARGUMENT) quantizes its share of the
+ * activations to Q8_K (the library's quantizer in the host's rounding, or host_q8k: the host's
+ * bits either way; the last block of a column whose k % 256 != 0 zero-padded) in its own scratch
+ * of work, and packs it into work's packed activations: one column is split by Q8_K block over
+ * the threads, more are dealt out column by column (ith, ith + nth, ...). The columns: n_cols =
+ * ne1 * ne2 * ne3 rows of k floats; column c = i1 + ne1 * (i2 + ne2 * i3) starts at act + i1 *
+ * nb1 + i2 * nb2 + i3 * nb3 bytes (4-byte aligned, else MISALIGNED). work: work_size bytes, at
+ * least the plan's for nth threads (else BUFFER_SIZE). Every thread of the multiplication calls
+ * it, at once, with the same arguments but ith; then they meet (a barrier) before the first
+ * ggml_t2p_plugin_mul_mat_rows. n_cols = 0 does nothing. */
+int32_t ggml_t2p_plugin_act_prepare(const ggml_t2p_plugin * plugin, int32_t src_type, int64_t k, const float * act,
+                                    int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3,
+                                    int32_t ith, int32_t nth, void * work, size_t work_size);
+
+/* Rows [row_begin, row_end) of the multiplication, after ggml_t2p_plugin_act_prepare: w is the
+ * repacked matrix (ggml_t2p_plugin_repacked_size bytes), work the prepared work buffer (not
+ * written meanwhile); dst as ggml_t2p_gemm (one column: the gemv kernel, dst_col_stride
+ * ignored). Rows of different chunks may run on different threads at once. Errors as
+ * ggml_t2p_gemm; BUFFER_SIZE for a work buffer too small for the packed activations. */
+int32_t ggml_t2p_plugin_mul_mat_rows(const ggml_t2p_plugin * plugin, int32_t src_type, const void * w, int64_t n_rows,
+                                     int64_t k, int64_t n_cols, const void * work, size_t work_size, float * dst,
+                                     size_t dst_len, int64_t dst_col_stride, int64_t row_begin, int64_t row_end);
+
+/* What ggml_t2p_release_source did (*out_why). */
+#define GGML_T2P_RELEASE_DONE        0 /* the interior's pages were unmapped from this process (*out_bytes > 0) */
+#define GGML_T2P_RELEASE_TOO_SMALL   1 /* no whole page inside the range (or data NULL): nothing to do */
+#define GGML_T2P_RELEASE_NOT_SHARED  2 /* part of it is not a read-only shared file mapping (anonymous,
+                                        * private, writable, or not mapped): kept */
+#define GGML_T2P_RELEASE_NO_MAPS     3 /* /proc/self/maps could not be read (*out_error: errno): kept */
+#define GGML_T2P_RELEASE_REFUSED     4 /* madvise failed (*out_error: errno; EINVAL: locked, hugetlb or PFN
+                                        * pages): kept */
+#define GGML_T2P_RELEASE_UNSUPPORTED 5 /* not Linux: nothing is done */
+
+/* Drops from this process's resident set the whole pages inside [data, data + size) when, and only
+ * when, every one lies in a mapping that /proc/self/maps lists as shared, not writable and
+ * file-backed (llama.cpp's mmap of a model): madvise(MADV_DONTNEED) then only removes page-table
+ * entries, and a later read faults the same bytes back in from the page cache or the file. The
+ * partial pages at either end, anonymous memory, private or writable mappings and ranges with a
+ * gap are never touched. Linux (Android included) only: elsewhere UNSUPPORTED (macOS's madvise is
+ * a hint there and has no maps to check; a Windows file view has no documented call for it). The
+ * range must stay mapped and unchanged during the call. Writes *out_why (GGML_T2P_RELEASE_*),
+ * *out_bytes (bytes dropped, whole pages from data rounded up to a page; 0 unless DONE) and
+ * *out_error (errno for NO_MAPS and REFUSED, else 0). Cost: one read of /proc/self/maps and one
+ * madvise. GGML_T2P_OK; ERR_NULL for a NULL out pointer. */
+int32_t ggml_t2p_release_source(const void * data, size_t size, int32_t * out_why, size_t * out_bytes, int32_t * out_error);
 
 #ifdef __cplusplus
 }

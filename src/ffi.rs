@@ -63,6 +63,18 @@ unsafe fn put<T>(out: *mut T, v: T) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes `v` to `out` unless it is null.
+///
+/// # Safety
+/// `out` must be null or valid for a write.
+unsafe fn put_if<T>(out: *mut T, v: T) -> Result<(), Error> {
+    if out.is_null() {
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    unsafe { put(out, v) }
+}
+
 fn dim(v: i64) -> Result<usize, Error> {
     usize::try_from(v).map_err(|_| Error::Shape)
 }
@@ -316,49 +328,68 @@ pub unsafe extern "C" fn ggml_t2p_repack(
     guard(|| {
         let (st, lay) = (source(src_type)?, layout(layout_id)?);
         let (n_rows, k) = (dim(n_rows)?, dim(k)?);
-        let need_src = repack::source_size(st, n_rows, k)?;
-        let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
-        // repacking in place would read bytes it has already overwritten
-        if overlaps(src as usize, need_src, dst as usize, need_dst) {
-            return Err(Error::InvalidArgument);
-        }
-        // SAFETY: the caller's contract on src/dst, forwarded.
-        unsafe {
-            match (st, lay) {
-                (SourceType::Pq2_0, Layout::T2p) => repack::repack_pq2_0_to_t2p(
-                    blocks::<BlockPq2_0>(src, src_size, need_src)?,
-                    n_rows,
-                    k,
-                    blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
-                ),
-                (SourceType::Ptq1_0, Layout::T2p) => repack::repack_ptq1_0_to_t2p(
-                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                    n_rows,
-                    k,
-                    blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
-                ),
-                (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::repack_ptq1_0_to_x4(
-                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                    n_rows,
-                    k,
-                    blocks_mut::<BlockPtq1_0x4>(dst, dst_size, need_dst)?,
-                ),
-                (SourceType::Pq2_0, Layout::X16) => repack::repack_pq2_0_to_x16(
-                    blocks::<BlockPq2_0>(src, src_size, need_src)?,
-                    n_rows,
-                    k,
-                    blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
-                ),
-                (SourceType::Ptq1_0, Layout::X16) => repack::repack_ptq1_0_to_x16(
-                    blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                    n_rows,
-                    k,
-                    blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
-                ),
-                (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
-            }
-        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { repack_checked(st, lay, src, src_size, n_rows, k, dst, dst_size) }
     })
+}
+
+/// [`ggml_t2p_repack`] after the conversion of its type, layout and dimensions.
+///
+/// # Safety
+/// As [`ggml_t2p_repack`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn repack_checked(
+    st: SourceType,
+    lay: Layout,
+    src: *const c_void,
+    src_size: usize,
+    n_rows: usize,
+    k: usize,
+    dst: *mut c_void,
+    dst_size: usize,
+) -> Result<(), Error> {
+    let need_src = repack::source_size(st, n_rows, k)?;
+    let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
+    // repacking in place would read bytes it has already overwritten
+    if overlaps(src as usize, need_src, dst as usize, need_dst) {
+        return Err(Error::InvalidArgument);
+    }
+    // SAFETY: the caller's contract on src/dst, forwarded.
+    unsafe {
+        match (st, lay) {
+            (SourceType::Pq2_0, Layout::T2p) => repack::repack_pq2_0_to_t2p(
+                blocks::<BlockPq2_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Ptq1_0, Layout::T2p) => repack::repack_ptq1_0_to_t2p(
+                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::repack_ptq1_0_to_x4(
+                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockPtq1_0x4>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Pq2_0, Layout::X16) => repack::repack_pq2_0_to_x16(
+                blocks::<BlockPq2_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Ptq1_0, Layout::X16) => repack::repack_ptq1_0_to_x16(
+                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
+        }
+    }
 }
 
 fn act_format(layout_id: i32, kernel_id: i32, n_cols: usize) -> Result<(KernelLevel, ActFormat), Error> {
@@ -475,45 +506,71 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
     guard(|| {
         let lay = layout(layout_id)?;
         let (n_rows, k, n_cols) = (dim(n_rows)?, dim(k)?, dim(n_cols)?);
-        let (level, fmt) = act_format(layout_id, kernel_id, n_cols)?;
+        let (level, _) = act_format(layout_id, kernel_id, n_cols)?;
         let stride = dim(dst_col_stride)?;
         let rows = dim(row_begin).map_err(|_| Error::Range)?..dim(row_end).map_err(|_| Error::Range)?;
-        let src = match lay {
-            Layout::T2p | Layout::X16 => SourceType::Pq2_0,
-            Layout::Ptq1_0x4 => SourceType::Ptq1_0,
-        };
-        let w_need = repack::repacked_size(src, lay, n_rows, k)?;
-        check_k(k)?;
-        let a_need = act_pack::packed_size(fmt, k, n_cols)?;
-        // dst is written while w and act are read: they must not share bytes.
-        let d_bytes = dst_len.saturating_mul(size_of::<f32>());
-        // No real buffer is larger than isize::MAX bytes: refused before the overlap test, whose
-        // answer for such an extent would depend on where the OS put the buffers (dst below w
-        // and act, as on Windows, where the stack lies below the heap, or above them, as on Linux).
-        if !dst.is_null() && d_bytes > isize::MAX as usize {
-            return Err(Error::BufferSize);
-        }
-        if !dst.is_null()
-            && d_bytes != 0
-            && (overlaps(dst as usize, d_bytes, w as usize, w_need.min(w_size))
-                || overlaps(dst as usize, d_bytes, act as usize, a_need.min(act_size)))
-        {
-            return Err(Error::InvalidArgument);
-        }
-        // SAFETY: the caller's contract on act (read-only for the call).
-        let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
-        let a = PackedActs::new(fmt, k, n_cols, bytes)?;
-        let weights = match lay {
-            // SAFETY: the caller's contract on w (valid for reads of w_size bytes during the call).
-            Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-            // SAFETY: as above.
-            Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-            // SAFETY: as above.
-            Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-        };
-        // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
-        unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { gemm_checked(lay, level, w, w_size, n_rows, k, act, act_size, n_cols, dst, dst_len, stride, rows) }
     })
+}
+
+/// [`ggml_t2p_gemm`] after the conversion of its layout, level (one that runs `lay`) and
+/// dimensions.
+///
+/// # Safety
+/// As [`ggml_t2p_gemm`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_checked(
+    lay: Layout,
+    level: KernelLevel,
+    w: *const c_void,
+    w_size: usize,
+    n_rows: usize,
+    k: usize,
+    act: *const c_void,
+    act_size: usize,
+    n_cols: usize,
+    dst: *mut f32,
+    dst_len: usize,
+    stride: usize,
+    rows: core::ops::Range<usize>,
+) -> Result<(), Error> {
+    let fmt = ActFormat::for_kernel(lay, level, n_cols)?;
+    let src = match lay {
+        Layout::T2p | Layout::X16 => SourceType::Pq2_0,
+        Layout::Ptq1_0x4 => SourceType::Ptq1_0,
+    };
+    let w_need = repack::repacked_size(src, lay, n_rows, k)?;
+    check_k(k)?;
+    let a_need = act_pack::packed_size(fmt, k, n_cols)?;
+    // dst is written while w and act are read: they must not share bytes.
+    let d_bytes = dst_len.saturating_mul(size_of::<f32>());
+    // No real buffer is larger than isize::MAX bytes: refused before the overlap test, whose
+    // answer for such an extent would depend on where the OS put the buffers (dst below w
+    // and act, as on Windows, where the stack lies below the heap, or above them, as on Linux).
+    if !dst.is_null() && d_bytes > isize::MAX as usize {
+        return Err(Error::BufferSize);
+    }
+    if !dst.is_null()
+        && d_bytes != 0
+        && (overlaps(dst as usize, d_bytes, w as usize, w_need.min(w_size))
+            || overlaps(dst as usize, d_bytes, act as usize, a_need.min(act_size)))
+    {
+        return Err(Error::InvalidArgument);
+    }
+    // SAFETY: the caller's contract on act (read-only for the call).
+    let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
+    let a = PackedActs::new(fmt, k, n_cols, bytes)?;
+    let weights = match lay {
+        // SAFETY: the caller's contract on w (valid for reads of w_size bytes during the call).
+        Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+        // SAFETY: as above.
+        Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+        // SAFETY: as above.
+        Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+    };
+    // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
+    unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
 }
 
 /// Quantizes `n` floats to Q8_K; see the header.
@@ -575,7 +632,7 @@ fn q8k_values(n: usize) -> Result<usize, Error> {
 ///
 /// # Safety
 /// `x` must be null or valid for reads of `n` floats for the returned lifetime.
-unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Error> {
+pub(crate) unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Error> {
     if x.is_null() {
         return Err(Error::Null);
     }
@@ -743,11 +800,374 @@ pub unsafe extern "C" fn ggml_t2p_q8k_probe_rounding(
     })
 }
 
+/// `GGML_T2P_LOG_INFO` / `GGML_T2P_LOG_WARN`.
+pub use crate::plugin::host::LogLevel;
+/// The C ABI's `ggml_t2p_plugin` (opaque to C).
+pub use crate::plugin::Plugin;
+
+/// `ggml_t2p_getenv_fn`.
+pub type GetenvFn = unsafe extern "C" fn(name: *const c_char) -> *const c_char;
+/// `ggml_t2p_host_type_fn`.
+pub type HostTypeFn = unsafe extern "C" fn(
+    type_id: i32,
+    out_weights: *mut i64,
+    out_bytes: *mut usize,
+    out_name: *mut *const c_char,
+) -> i32;
+/// `ggml_t2p_quantize_fn`.
+pub type QuantizeFn = unsafe extern "C" fn(x: *const f32, y: *mut c_void, n: i64);
+/// `ggml_t2p_log_fn`.
+pub type LogFn = unsafe extern "C" fn(level: i32, line: *const c_char, user: *mut c_void);
+
+/// A host that is C callbacks ([`ggml_t2p_plugin_new`]).
+struct CHost {
+    env: GetenvFn,
+    host_type: HostTypeFn,
+    q8k: QuantizeFn,
+    log: Option<LogFn>,
+    user: *mut c_void,
+}
+
+// SAFETY: the header asks for callbacks that may be called from any thread (ggml's logger,
+// getenv, type traits and quantizer are), and log_user is only handed back to log.
+unsafe impl Send for CHost {}
+// SAFETY: as above.
+unsafe impl Sync for CHost {}
+
+impl crate::plugin::host::Host for CHost {
+    fn env(&self, name: &str) -> Option<Vec<u8>> {
+        let name = std::ffi::CString::new(name).ok()?;
+        // SAFETY: the callback takes a NUL-terminated name and answers NULL or a C string.
+        let v = unsafe { (self.env)(name.as_ptr()) };
+        if v.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string (the callback's contract), copied at once.
+        let v = unsafe { CStr::from_ptr(v) }.to_bytes().to_vec();
+        (!v.is_empty()).then_some(v)
+    }
+
+    fn host_type(&self, id: u32) -> Option<crate::plugin::host::HostType> {
+        let (mut weights, mut bytes, mut name) = (0i64, 0usize, core::ptr::null());
+        // SAFETY: the out pointers are valid locals.
+        if unsafe { (self.host_type)(id as i32, &mut weights, &mut bytes, &mut name) } == 0 {
+            return None;
+        }
+        // SAFETY: NULL or a NUL-terminated string in static storage (the callback's contract).
+        let name = (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_bytes().to_vec());
+        Some(crate::plugin::host::HostType { weights, bytes, name })
+    }
+
+    fn quantize_q8k(&self, x: &[f32], y: &mut [BlockQ8K]) {
+        // SAFETY: x holds 256 * y.len() floats and y that many blocks (the trait's contract).
+        unsafe { (self.q8k)(x.as_ptr(), y.as_mut_ptr().cast(), x.len() as i64) }
+    }
+
+    fn log(&self, level: LogLevel, line: &[u8]) {
+        if let (Some(log), Ok(line)) = (self.log, std::ffi::CString::new(line)) {
+            // SAFETY: a NUL-terminated line and the caller's own user pointer.
+            unsafe { log(level as i32, line.as_ptr(), self.user) }
+        }
+    }
+}
+
+/// The plugin behind a C pointer.
+///
+/// # Safety
+/// `p` must be null or from [`ggml_t2p_plugin_new`] and not freed.
+unsafe fn plugin<'a>(p: *const Plugin) -> Result<&'a Plugin, Error> {
+    // SAFETY: the caller's contract.
+    unsafe { p.as_ref() }.ok_or(Error::Null)
+}
+
+/// Creates the plugin of a ggml host ([`Plugin::new`]); see the header.
+///
+/// # Safety
+/// The callbacks as the header says; `out_plugin` null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_new(
+    env: Option<GetenvFn>,
+    host_type: Option<HostTypeFn>,
+    host_q8k: Option<QuantizeFn>,
+    log: Option<LogFn>,
+    log_user: *mut c_void,
+    out_plugin: *mut *mut Plugin,
+) -> i32 {
+    guard(|| {
+        let (Some(env), Some(host_type), Some(q8k)) = (env, host_type, host_q8k) else {
+            return Err(Error::Null);
+        };
+        if out_plugin.is_null() {
+            return Err(Error::Null);
+        }
+        let host = CHost { env, host_type, q8k, log, user: log_user };
+        let p = Plugin::new(Box::new(host)).map_or(core::ptr::null_mut(), |p| Box::into_raw(Box::new(p)));
+        // SAFETY: checked non-null; the caller's contract.
+        unsafe { put(out_plugin, p)? };
+        if p.is_null() {
+            Err(Error::Unsupported)
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// Frees a plugin; see the header.
+///
+/// # Safety
+/// `plugin` null or from [`ggml_t2p_plugin_new`], not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_free(plugin: *mut Plugin) {
+    if !plugin.is_null() {
+        // SAFETY: from Box::into_raw in ggml_t2p_plugin_new (the caller's contract).
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(plugin) })));
+    }
+}
+
+/// The layout a plugin repacks a type into; see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `out_layout` null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_layout(plugin_: *const Plugin, src_type: i32, out_layout: *mut i32) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (_, lay) = unsafe { plugin(plugin_)? }.layout(src_type)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out_layout, lay as i32) }
+    })
+}
+
+/// Whether a plugin runs a matrix; see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_supports(plugin_: *const Plugin, src_type: i32, n_rows: i64, k: i64) -> i32 {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { plugin(plugin_)? }.supports(src_type, dim(n_rows)?, dim(k)?))
+}
+
+/// Repacked size with a plugin's layout; see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `out_size` null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_repacked_size(
+    plugin_: *const Plugin,
+    src_type: i32,
+    n_rows: i64,
+    k: i64,
+    out_size: *mut usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let size = unsafe { plugin(plugin_)? }.repacked_size(src_type, dim(n_rows)?, dim(k)?)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out_size, size) }
+    })
+}
+
+/// Repacks a whole tensor ([`Plugin::repack`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `src` valid for reads of `src_size` bytes and mapped and unchanged
+/// during the call, `dst` for writes of `dst_size` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_repack(
+    plugin_: *const Plugin,
+    src_type: i32,
+    src: *const c_void,
+    src_size: usize,
+    n_rows: i64,
+    k: i64,
+    dst: *mut c_void,
+    dst_size: usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { p.repack(src_type, src.cast(), src_size, dim(n_rows)?, dim(k)?, dst.cast(), dst_size) }
+    })
+}
+
+/// A new buffer of a plugin ([`Plugin::new_buffer`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `[base, base + size)` memory of this process (or `base` NULL).
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_new_buffer(plugin_: *const Plugin, base: *mut c_void, size: usize) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe { plugin(plugin_)?.new_buffer(base.cast(), size) };
+        Ok(())
+    })
+}
+
+/// Logs a plugin's load line once ([`Plugin::report`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_report(plugin_: *const Plugin) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe { plugin(plugin_)? }.report();
+        Ok(())
+    })
+}
+
+/// The plan of one matrix multiplication ([`Plugin::mul_mat_plan`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; each out pointer null or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_mul_mat_plan(
+    plugin_: *const Plugin,
+    src_type: i32,
+    n_rows: i64,
+    k: i64,
+    n_cols: i64,
+    n_threads: i32,
+    numa: i32,
+    out_work_size: *mut usize,
+    out_n_chunks: *mut i64,
+    out_chunk_rows: *mut i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        let threads = usize::try_from(n_threads).map_err(|_| Error::InvalidArgument)?;
+        let (size, n_chunks, rows) =
+            p.mul_mat_plan(src_type, dim(n_rows)?, dim(k)?, dim(n_cols)?, threads, numa != 0)?;
+        // SAFETY: the caller's contract (NULL: not asked).
+        unsafe {
+            put_if(out_work_size, size)?;
+            put_if(out_n_chunks, n_chunks as i64)?;
+            put_if(out_chunk_rows, rows as i64)
+        }
+    })
+}
+
+/// Quantizes and packs one thread's share of the activations ([`Plugin::act_prepare`]); see the
+/// header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; the activation columns valid for reads; `work` valid for writes of
+/// `work_size` bytes, shared with the other threads of the multiplication as the header says.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_act_prepare(
+    plugin_: *const Plugin,
+    src_type: i32,
+    k: i64,
+    act: *const f32,
+    ne1: i64,
+    ne2: i64,
+    ne3: i64,
+    nb1: usize,
+    nb2: usize,
+    nb3: usize,
+    ith: i32,
+    nth: i32,
+    work: *mut c_void,
+    work_size: usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        let thread = |t: i32| usize::try_from(t).map_err(|_| Error::InvalidArgument);
+        let ne = [dim(ne1)?, dim(ne2)?, dim(ne3)?];
+        // SAFETY: the caller's contract, forwarded.
+        unsafe {
+            p.act_prepare(
+                src_type,
+                dim(k)?,
+                act,
+                ne,
+                [nb1, nb2, nb3],
+                thread(ith)?,
+                thread(nth)?,
+                work.cast(),
+                work_size,
+            )
+        }
+    })
+}
+
+/// Runs rows of one matrix multiplication ([`Plugin::mul_mat_rows`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `w` valid for reads of the repacked size, `work` of `work_size` bytes,
+/// `dst` for writes of `dst_len` floats; no other thread writes `work` or these rows meanwhile.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_mul_mat_rows(
+    plugin_: *const Plugin,
+    src_type: i32,
+    w: *const c_void,
+    n_rows: i64,
+    k: i64,
+    n_cols: i64,
+    work: *const c_void,
+    work_size: usize,
+    dst: *mut f32,
+    dst_len: usize,
+    dst_col_stride: i64,
+    row_begin: i64,
+    row_end: i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        let (n_rows, k, n_cols, stride) = (dim(n_rows)?, dim(k)?, dim(n_cols)?, dim(dst_col_stride)?);
+        let rows = dim(row_begin).map_err(|_| Error::Range)?..dim(row_end).map_err(|_| Error::Range)?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe {
+            p.mul_mat_rows(src_type, w.cast(), n_rows, k, n_cols, work.cast(), work_size, dst, dst_len, stride, rows)
+        }
+    })
+}
+
+/// Releases a source buffer's file pages ([`crate::plugin::pages::release_source`]); see the
+/// header.
+///
+/// # Safety
+/// `[data, data + size)` memory of this process, mapped and unchanged during the call (or `data`
+/// NULL); the out pointers null or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_release_source(
+    data: *const c_void,
+    size: usize,
+    out_why: *mut i32,
+    out_bytes: *mut usize,
+    out_error: *mut i32,
+) -> i32 {
+    guard(|| {
+        if out_why.is_null() || out_bytes.is_null() || out_error.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: the caller's contract.
+        let r = unsafe { crate::plugin::pages::release_source(data.cast(), size) };
+        // SAFETY: checked non-null; the caller's contract.
+        unsafe {
+            put(out_why, r.status as i32)?;
+            put(out_bytes, r.bytes)?;
+            put(out_error, r.error)
+        }
+    })
+}
+
 /// Compile-time proof that the header and these exports agree (feature `abi-check`).
 #[cfg(feature = "abi-check")]
-#[allow(non_camel_case_types, non_upper_case_globals, dead_code, missing_docs, clippy::all)]
+#[allow(non_camel_case_types, non_upper_case_globals, dead_code, missing_docs, improper_ctypes, clippy::all)]
 pub mod abi_check {
     mod c {
+        // the opaque type of the header is the crate's own (bindgen leaves it out)
+        pub use crate::plugin::Plugin as ggml_t2p_plugin;
         include!(concat!(env!("OUT_DIR"), "/ggml_t2p_bindings.rs"));
     }
 
@@ -794,6 +1214,18 @@ pub mod abi_check {
         ggml_t2p_source_block(_, _, _);
         ggml_t2p_q8k_probe_input(_, _);
         ggml_t2p_q8k_probe_rounding(_, _, _, _, _, _);
+        ggml_t2p_plugin_new(_, _, _, _, _, _);
+        ggml_t2p_plugin_free(_);
+        ggml_t2p_plugin_layout(_, _, _);
+        ggml_t2p_plugin_supports(_, _, _, _);
+        ggml_t2p_plugin_repacked_size(_, _, _, _, _);
+        ggml_t2p_plugin_repack(_, _, _, _, _, _, _, _);
+        ggml_t2p_plugin_new_buffer(_, _, _);
+        ggml_t2p_plugin_report(_);
+        ggml_t2p_plugin_mul_mat_plan(_, _, _, _, _, _, _, _, _, _);
+        ggml_t2p_plugin_act_prepare(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
+        ggml_t2p_plugin_mul_mat_rows(_, _, _, _, _, _, _, _, _, _, _, _, _);
+        ggml_t2p_release_source(_, _, _, _, _);
     }
 
     const _: () = {
@@ -821,6 +1253,17 @@ pub mod abi_check {
         assert!(c::GGML_T2P_HAVE_QUANTIZE_Q8_K == 1);
         assert!(c::GGML_T2P_Q8K_PROBE_VALUES as usize == crate::plugin::Q8K_PROBE_VALUES);
         assert!(c::GGML_T2P_ACT_ALIGN as usize == crate::kernels::act_pack::PACKED_ALIGN);
+        assert!(c::GGML_T2P_LOG_INFO == super::LogLevel::Info as i32);
+        assert!(c::GGML_T2P_LOG_WARN == super::LogLevel::Warn as i32);
+        {
+            use crate::plugin::pages::Release as R;
+            assert!(c::GGML_T2P_RELEASE_DONE == R::Done as i32);
+            assert!(c::GGML_T2P_RELEASE_TOO_SMALL == R::TooSmall as i32);
+            assert!(c::GGML_T2P_RELEASE_NOT_SHARED == R::NotShared as i32);
+            assert!(c::GGML_T2P_RELEASE_NO_MAPS == R::NoMaps as i32);
+            assert!(c::GGML_T2P_RELEASE_REFUSED == R::Refused as i32);
+            assert!(c::GGML_T2P_RELEASE_UNSUPPORTED == R::Unsupported as i32);
+        }
     };
 
     /// Each error's status code must be the header's constant.

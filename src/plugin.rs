@@ -1,11 +1,22 @@
 //! The plugin's policy: which kernel level and layouts a ggml host runs with, and why it declines;
-//! which Q8_K rounding reproduces the host's quantizer. The ggml shim (`ggml-glue/`) asks these
-//! through the C ABI ([`crate::ffi`]: `ggml_t2p_choose`, `ggml_t2p_q8k_probe_input`,
-//! `ggml_t2p_q8k_probe_rounding`) and only logs and translates the answers, so every decision is
+//! which Q8_K rounding reproduces the host's quantizer; and the plugin object a ggml host keeps
+//! ([`Plugin`], in [`host`]): its settings from the environment, the load accounting and its log
+//! line ([`load`]), the sliced repack with the release of the source's file pages and the
+//! huge-page advice ([`pages`]), and the per-matmul work plan and row split ([`plan`]). The ggml
+//! shim (`ggml-glue/`) asks these through the C ABI ([`crate::ffi`]: `ggml_t2p_plugin_*`,
+//! `ggml_t2p_choose`, `ggml_t2p_q8k_probe_*`) and only translates ggml's calls, so every decision is
 //! made, and tested, here.
 //!
-//! Environment variables are read by the shim and passed in as text (`None`: unset or empty); the
-//! names in messages are the shim's: `GGML_T2P_KERNEL`, `GGML_T2P_PTQ1`.
+//! Environment variables are read through the host (`None`: unset or empty); the names in
+//! messages are the variables': `GGML_T2P`, `GGML_T2P_KERNEL`, `GGML_T2P_PTQ1`,
+//! `GGML_T2P_RELEASE_SOURCE`, `GGML_T2P_HUGE_PAGES`, `GGML_T2P_QUANTIZE`.
+
+pub mod host;
+pub mod load;
+pub mod pages;
+pub mod plan;
+
+pub use host::Plugin;
 
 use crate::format::{as_bytes, BlockQ8K, QK_K};
 use crate::kernels::{assume_kernel, quantize_q8_k, KernelLevel};

@@ -6,7 +6,7 @@ Installs what is missing first (Debian; tools/toolchain.py; docs/building.md: th
 
 The first two tests of tests/rust/c_abi.rs, which build those programs on the host, cannot run there:
 they are left out by name (reported as SKIP) and the static programs run instead; the third,
-release_smoke (the shim's source release), is left out too (qemu-user does not model Rss), and so is
+release_smoke (the source release), is left out too (qemu-user does not model Rss), and so is
 amx_level_hygiene (amx_smoke is x86-64 Linux only). fork_smoke gets a 30-second grace for the thread
 count (qemu-user lists a joined thread for a while). Prints one line per CPU model and exits non-zero
 if any run fails. Logs: target/qemu-logs/<cpu>.log. Linux hosts (Debian's cross toolchain).
@@ -34,7 +34,7 @@ TARGET = "aarch64-unknown-linux-gnu"
 CPUS = "max neoverse-n1 cortex-a76 cortex-a72"
 # tests/rust/c_abi.rs builds the C programs with the host's compiler from inside the test: not under
 # qemu. They are skipped by name here (and fail if run) and the static programs run instead;
-# release_smoke (the shim's source release) is not run under qemu-user at all: there MAP_POPULATE
+# release_smoke (the source release) is not run under qemu-user at all: there MAP_POPULATE
 # left Rss at 0 and madvise(MADV_RANDOM) did not split the mapping, so its Rss checks fail (seen
 # with Debian's qemu-aarch64-static); it is Linux memory management, not aarch64 code.
 C_TESTS_SKIP = ["--skip", "c_program_links_and_runs", "--skip", "repack_survives_fork",

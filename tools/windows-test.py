@@ -16,8 +16,8 @@ Steps (x86-64 Linux host; Debian/Ubuntu for the installs):
   3. cargo build --release --lib for the host and for x86_64-pc-windows-gnu;
   4. builds tests/windows/win_bits.c and tests/c/abi_smoke.c natively (gcc) and for Windows
      (x86_64-w64-mingw32-gcc -static, with the fragment's libraries), and tests/c/fork_smoke.c and
-     tests/c/release_smoke.c (the shim's source release header, ggml-glue/ggml-t2p-release.h) for
-     Windows (each prints that it is skipped there: no fork; the release is Linux only);
+     tests/c/release_smoke.c (the source release, ggml_t2p_release_source and the plugin's sliced
+     repack) for Windows (each prints that it is skipped there: no fork; the release is Linux only);
   5. runs the .exe files under Wine (WINEPREFIX=<out>/wineprefix, WINEDEBUG=-all, no display),
      after giving a Wine that lacks bcryptprimitives.dll (Wine before 9, e.g. Debian 12's 8.0) the
      stand-in from tests/windows/bcryptprimitives_shim.c: Rust's std imports ProcessPrng from it;
@@ -363,8 +363,7 @@ def main():
     windows["fork_smoke"] = os.path.join(out_dir, "fork_smoke.exe")
     build_windows(os.path.join(ROOT, "tests", "c", "fork_smoke.c"), windows["fork_smoke"], win_lib, libs)
     windows["release_smoke"] = os.path.join(out_dir, "release_smoke.exe")
-    build_windows(os.path.join(ROOT, "tests", "c", "release_smoke.c"), windows["release_smoke"], win_lib, libs,
-                  ["-I", os.path.join(ROOT, "ggml-glue")])
+    build_windows(os.path.join(ROOT, "tests", "c", "release_smoke.c"), windows["release_smoke"], win_lib, libs)
     say(f"linked for Windows with {MINGW_CC} -static and -l" + " -l".join(libs) + ": " +
         ", ".join(os.path.basename(windows[n]) for n in windows))
 

@@ -3,7 +3,10 @@
  * every layout, packs activations (whole columns, and one column in pieces the way ggml threads
  * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
  * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),
- * and checks the error codes. Exit status 0 when every check passed.
+ * and checks the error codes. Then the ggml plugin (ggml_t2p_plugin_*) with a host of callbacks:
+ * the settings and their log lines, the repack, a multiplication through the plan on 1 to 3
+ * "threads" (run one after the other) against the same formula, the load line. Exit status 0
+ * when every check passed (and the same output natively and under Wine).
  *
  * Which levels the CPU has is found here, independently of the library (cpuid and xgetbv on
  * x86-64, the kernel's HWCAPs on aarch64 Linux): every level the CPU has must be accepted and run
@@ -80,6 +83,187 @@ static int level_runs(int level, int layout) {
     if (level == GGML_T2P_KERNEL_DOTPROD || level == GGML_T2P_KERNEL_I8MM) return layout == GGML_T2P_LAYOUT_T2P;
     if (level >= GGML_T2P_KERNEL_AVX2) return layout == GGML_T2P_LAYOUT_X16;
     return 1;
+}
+
+/* ---- The ggml plugin (ggml_t2p_plugin_*): a host of callbacks, as the shim is one ---- */
+
+static const char * host_env[8][2]; /* name, value; a NULL name ends the list */
+static const char * env_get(const char * name) {
+    for (int i = 0; i < 8 && host_env[i][0] != NULL; i++)
+        if (strcmp(host_env[i][0], name) == 0) return host_env[i][1];
+    return NULL;
+}
+static int32_t host_types(int32_t id, int64_t * weights, size_t * bytes, const char ** name) {
+    if (id != GGML_T2P_TYPE_PQ2_0 && id != GGML_T2P_TYPE_PTQ1_0) return 0;
+    *weights = 128;
+    *bytes   = id == GGML_T2P_TYPE_PQ2_0 ? 34 : 28;
+    *name    = id == GGML_T2P_TYPE_PQ2_0 ? "pq2_0" : "ptq1_0";
+    return 1;
+}
+static int host_q8k_values; /* values the host's quantizer was given */
+static void host_q8k(const float * x, void * y, int64_t n) { /* a host whose rounding is UNFUSED */
+    host_q8k_values += (int) n;
+    ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, GGML_T2P_ROUND_UNFUSED, x, n, y, (size_t) (n / 256) * sizeof(q8_k_block));
+}
+static char host_log[2048];
+static int  host_warns;
+static void host_log_line(int32_t level, const char * line, void * user) {
+    strncat(host_log, line, sizeof host_log - strlen(host_log) - 1);
+    host_warns += level == GGML_T2P_LOG_WARN;
+    ++*(int *) user;
+}
+/* A plugin for the environment `env` (name, value pairs, then NULL); its status in *st. */
+static ggml_t2p_plugin * make_plugin(const char * const * env, int32_t * st, int * n_lines) {
+    int i = 0;
+    for (; env[2 * i] != NULL; i++) {
+        host_env[i][0] = env[2 * i];
+        host_env[i][1] = env[2 * i + 1];
+    }
+    host_env[i][0] = NULL;
+    host_log[0] = '\0';
+    host_warns = host_q8k_values = *n_lines = 0;
+    ggml_t2p_plugin * p = (ggml_t2p_plugin *) 1;
+    *st = ggml_t2p_plugin_new(env_get, host_types, host_q8k, host_log_line, n_lines, &p);
+    return p;
+}
+
+static void plugin_checks(const pq2_0_block * w) {
+    enum { PK = K, PN = NROWS, PC = 5 };
+    int32_t st;
+    int     lines;
+    char    want[256];
+
+    const char * off[] = { "GGML_T2P", "off", NULL };
+    CHECK(make_plugin(off, &st, &lines) == NULL && st == GGML_T2P_ERR_UNSUPPORTED, "plugin: GGML_T2P=off");
+    CHECK(strcmp(host_log, "ggml-t2p: disabled (GGML_T2P=off)\n") == 0 && host_warns == 0, "plugin: disabled line '%s'", host_log);
+    const char * ref_env[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_PTQ1", "fast", NULL };
+    ggml_t2p_plugin * p = make_plugin(ref_env, &st, &lines);
+    CHECK(st == GGML_T2P_OK && p != NULL && lines == 2 && host_warns == 1, "plugin: ref: %d, %d lines", st, lines);
+    CHECK(strstr(host_log, "ggml-t2p: unknown GGML_T2P_PTQ1=fast (expected t2p or native), using t2p\n") == host_log, "plugin: warning first: '%s'", host_log);
+    int32_t lay = -1, native = -1;
+    CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
+    snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
+    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's)\n") != NULL,
+          "plugin: enabled line '%s'", host_log);
+    CHECK(host_q8k_values == GGML_T2P_Q8K_PROBE_VALUES, "plugin: the probe ran the host's quantizer once (%d values)", host_q8k_values);
+    CHECK(ggml_t2p_plugin_layout(p, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_OK && lay == native, "plugin layout %d", lay);
+    CHECK(ggml_t2p_plugin_layout(p, 0, &lay) == GGML_T2P_ERR_UNSUPPORTED, "plugin layout of F32");
+    CHECK(ggml_t2p_plugin_layout(NULL, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_ERR_NULL, "plugin layout NULL");
+    CHECK(ggml_t2p_plugin_supports(p, GGML_T2P_TYPE_PQ2_0, PN, PK) == GGML_T2P_OK, "plugin supports");
+    CHECK(ggml_t2p_plugin_supports(p, GGML_T2P_TYPE_PQ2_0, PN, 200) == GGML_T2P_ERR_SHAPE, "plugin supports k = 200");
+    CHECK(ggml_t2p_plugin_supports(p, 2, PN, PK) == GGML_T2P_ERR_UNSUPPORTED, "plugin supports Q4_0");
+
+    /* the repack: the library's own bytes, counted once per tensor */
+    size_t size = 0, size0 = 0;
+    CHECK(ggml_t2p_plugin_repacked_size(p, GGML_T2P_TYPE_PQ2_0, PN, PK, &size) == GGML_T2P_OK, "plugin repacked size");
+    CHECK(ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, native, PN, PK, &size0) == GGML_T2P_OK && size == size0, "plugin size %zu", size);
+    unsigned char * r0 = (unsigned char *) malloc(size), * r1 = (unsigned char *) malloc(size + 1);
+    CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, native, w, PN * NB * 34, PN, PK, r0, size) == GGML_T2P_OK, "repack");
+    r1[size] = 0xA5;
+    CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size + 1) == GGML_T2P_OK, "plugin repack");
+    CHECK(memcmp(r0, r1, size) == 0 && r1[size] == 0xA5, "plugin repack: not the repack's bytes");
+    CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size - 1) == GGML_T2P_ERR_BUFFER_SIZE, "plugin repack short dst");
+    CHECK(ggml_t2p_plugin_new_buffer(p, NULL, 0) == GGML_T2P_OK && ggml_t2p_plugin_new_buffer(p, r1, size) == GGML_T2P_OK, "new buffer");
+
+    /* the multiplication through the plan, as ggml's threads run it: 1 and PC columns, 1 to 3 threads */
+    static float      x[PC][PK + 3];
+    static q8_k_block xq[PC][2];
+    static float      padded[512];
+    for (int c = 0; c < PC; c++) {
+        for (int j = 0; j < PK; j++) x[c][j] = (float) ((int) (rnd() % 20001) - 10000) * 3.1e-4f;
+        memset(padded, 0, sizeof padded);
+        memcpy(padded, x[c], PK * sizeof(float));
+        CHECK(ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, GGML_T2P_ROUND_UNFUSED, padded, 512, xq[c], sizeof xq[c]) == GGML_T2P_OK, "quantize column");
+    }
+    for (int nc = 1; nc <= PC; nc += PC - 1) {
+        for (int nth = 1; nth <= 3; nth++) {
+            size_t  work_size = 0;
+            int64_t n_chunks = 0, chunk_rows = 0;
+            st = ggml_t2p_plugin_mul_mat_plan(p, GGML_T2P_TYPE_PQ2_0, PN, PK, nc, nth, 0, &work_size, &n_chunks, &chunk_rows);
+            CHECK(st == GGML_T2P_OK && n_chunks >= 1 && chunk_rows % (native == GGML_T2P_LAYOUT_X16 ? 16 : 4) == 0 &&
+                  n_chunks * chunk_rows >= PN && (n_chunks - 1) * chunk_rows < PN, "plan: %d, %lld chunks of %lld rows", st,
+                  (long long) n_chunks, (long long) chunk_rows);
+            char * work = (char *) malloc(work_size + 1);
+            for (int ith = nth - 1; ith >= 0; ith--) {   /* any order: each thread writes its own part */
+                st = ggml_t2p_plugin_act_prepare(p, GGML_T2P_TYPE_PQ2_0, PK, &x[0][0], nc, 1, 1, sizeof x[0], sizeof x[0] * nc,
+                                                 sizeof x[0] * nc, ith, nth, work + 1, work_size);
+                CHECK(st == GGML_T2P_OK, "act prepare %d/%d: %s", ith, nth, ggml_t2p_status_string(st));
+            }
+            float y[PC][PN + 1];
+            for (int c = 0; c < PC; c++) for (int r = 0; r <= PN; r++) y[c][r] = -1.0f;
+            for (int64_t ch = n_chunks - 1; ch >= 0; ch--) {
+                const int64_t a = ch * chunk_rows, b = a + chunk_rows < PN ? a + chunk_rows : PN;
+                st = ggml_t2p_plugin_mul_mat_rows(p, GGML_T2P_TYPE_PQ2_0, r1, PN, PK, nc, work + 1, work_size, &y[0][0],
+                                                  (size_t) nc * (PN + 1), PN + 1, a, b);
+                CHECK(st == GGML_T2P_OK, "mul_mat_rows %lld..%lld: %s", (long long) a, (long long) b, ggml_t2p_status_string(st));
+            }
+            for (int c = 0; c < nc; c++) {
+                for (int r = 0; r < PN; r++) {
+                    const float ref = reference_dot(&w[r * NB], xq[c], NB);
+                    CHECK(memcmp(&y[c][r], &ref, 4) == 0, "plugin mul_mat %d cols, %d threads: col %d row %d: %a vs %a", nc, nth, c, r, y[c][r], ref);
+                }
+                CHECK(y[c][PN] == -1.0f, "plugin mul_mat wrote the gap between columns");
+            }
+            CHECK(ggml_t2p_plugin_act_prepare(p, GGML_T2P_TYPE_PQ2_0, PK, &x[0][0], nc, 1, 1, sizeof x[0], sizeof x[0] * nc,
+                                              sizeof x[0] * nc, nth, nth, work + 1, work_size) == GGML_T2P_ERR_INVALID_ARGUMENT, "act prepare ith = nth");
+            CHECK(ggml_t2p_plugin_act_prepare(p, GGML_T2P_TYPE_PQ2_0, PK, &x[0][0], nc, 1, 1, sizeof x[0], sizeof x[0] * nc,
+                                              sizeof x[0] * nc, 0, nth, work + 1, work_size - 1) == GGML_T2P_ERR_BUFFER_SIZE, "act prepare short work");
+            free(work);
+        }
+    }
+    CHECK(ggml_t2p_plugin_mul_mat_plan(p, GGML_T2P_TYPE_PQ2_0, PN, PK, 1, 0, 0, NULL, NULL, NULL) == GGML_T2P_ERR_INVALID_ARGUMENT, "plan for 0 threads");
+    CHECK(host_q8k_values == 0 + GGML_T2P_Q8K_PROBE_VALUES, "the library's quantizer ran, not the host's");
+
+    /* the load line: once */
+    lines = 0;
+    host_log[0] = '\0';
+    CHECK(ggml_t2p_plugin_report(p) == GGML_T2P_OK && ggml_t2p_plugin_report(p) == GGML_T2P_OK && lines == 1, "report once: %d lines", lines);
+    snprintf(want, sizeof want, "ggml-t2p: 1 tensor repacked (1 PQ2_0 -> %s; 0.0 MiB) in ", ggml_t2p_layout_name(native));
+    CHECK(strstr(host_log, want) == host_log, "load line '%s'", host_log);
+#if defined(__linux__)
+    CHECK(strstr(host_log, "; kernel ref; released 0.0 MiB of file-mapped source (0 tensors) in ") != NULL, "load line '%s'", host_log);
+#else
+    CHECK(strstr(host_log, "; kernel ref; source pages kept (not supported on this OS)\n") != NULL, "load line '%s'", host_log);
+#endif
+    ggml_t2p_plugin_free(p);
+
+    /* the host's quantizer on request; a host quantizer of its own; bad arguments */
+    const char * ggml_q[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_QUANTIZE", "ggml", "GGML_T2P_RELEASE_SOURCE", "no", NULL };
+    p = make_plugin(ggml_q, &st, &lines);
+    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml))\n") != NULL && host_q8k_values == 0,
+          "plugin: QUANTIZE=ggml '%s'", host_log);
+    {
+        static char work[1 << 16];
+        size_t      work_size = 0;
+        CHECK(ggml_t2p_plugin_mul_mat_plan(p, GGML_T2P_TYPE_PQ2_0, PN, PK, 1, 1, 0, &work_size, NULL, NULL) == GGML_T2P_OK && work_size <= sizeof work, "plan");
+        CHECK(ggml_t2p_plugin_act_prepare(p, GGML_T2P_TYPE_PQ2_0, PK, &x[0][0], 1, 1, 1, 0, 0, 0, 0, 1, work, sizeof work) == GGML_T2P_OK &&
+              host_q8k_values == 512, "plugin: QUANTIZE=ggml runs the host's quantizer (%d values)", host_q8k_values);
+        CHECK(ggml_t2p_plugin_mul_mat_rows(p, GGML_T2P_TYPE_PQ2_0, r1, PN, PK, 1, work, 16, (float *) work, 1, 1, 0, PN) == GGML_T2P_ERR_BUFFER_SIZE, "mul_mat_rows short work");
+    }
+    CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size) == GGML_T2P_OK && ggml_t2p_plugin_report(p) == GGML_T2P_OK &&
+          strstr(host_log, "; kernel ref; source pages kept (GGML_T2P_RELEASE_SOURCE=0)\n") != NULL, "plugin: release off '%s'", host_log);
+    ggml_t2p_plugin_free(p);
+    ggml_t2p_plugin_free(NULL);
+    CHECK(ggml_t2p_plugin_new(NULL, host_types, host_q8k, NULL, NULL, &p) == GGML_T2P_ERR_NULL, "plugin new: NULL env");
+    CHECK(ggml_t2p_plugin_new(env_get, host_types, host_q8k, NULL, NULL, NULL) == GGML_T2P_ERR_NULL, "plugin new: NULL out");
+    CHECK(ggml_t2p_plugin_report(NULL) == GGML_T2P_ERR_NULL, "report NULL");
+
+    /* the release of a source's pages: anonymous memory is kept (Linux), nothing is done elsewhere */
+    int32_t why = -1, err = -1;
+    size_t  dropped = 1;
+    unsigned char * heap = (unsigned char *) malloc(1 << 20);
+    memset(heap, 7, 1 << 20);
+    CHECK(ggml_t2p_release_source(heap, 1 << 20, &why, &dropped, &err) == GGML_T2P_OK && dropped == 0 && err == 0 && heap[12345] == 7,
+          "release of malloc'ed memory");
+#if defined(__linux__)
+    CHECK(why == GGML_T2P_RELEASE_NOT_SHARED, "release: %d", why);
+#else
+    CHECK(why == GGML_T2P_RELEASE_UNSUPPORTED, "release: %d", why);
+#endif
+    CHECK(ggml_t2p_release_source(heap, 1 << 20, NULL, &dropped, &err) == GGML_T2P_ERR_NULL, "release NULL out");
+    free(heap);
+    free(r0);
+    free(r1);
 }
 
 int main(void) {
@@ -405,6 +589,7 @@ int main(void) {
 
     free(a1);
     free(packed);
+    plugin_checks(w);
     printf("c abi smoke: %d/%d checks passed\n", checks - failures, checks);
     return failures == 0 ? 0 : 1;
 }

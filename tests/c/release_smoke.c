@@ -1,6 +1,7 @@
 /*
- * The shim's source release (ggml-glue/ggml-t2p-release.h, issue 19 item 4): after a repack,
- * t2p_release_source drops the file pages a tensor was read from, and only where that loses nothing.
+ * The source release (issue 19 item 4; include/ggml_t2p.h, ggml_t2p_release_source and
+ * ggml_t2p_plugin_repack): after a repack, the library drops the file pages a tensor was read
+ * from, and only where that loses nothing.
  *
  * On Linux, with a temporary file of N pages and /proc/self/smaps' Rss of each mapping:
  *   - a read-only shared file mapping (as llama.cpp maps a model, MAP_POPULATE as its prefetch):
@@ -13,7 +14,11 @@
  *     mapping, a range that runs from a file mapping into anonymous memory, a range with a hole;
  *   - an mlock'ed mapping: madvise refuses (EINVAL) and Rss stays (skipped when mlock is not
  *     permitted);
- *   - less than a whole page, NULL: nothing.
+ *   - less than a whole page, NULL: nothing;
+ *   - the plugin's repack of a 16.6 MiB PQ2_0 matrix from a read-only shared file mapping: in two
+ *     slices, the repacked bytes those of one ggml_t2p_repack call, every page of the mapping
+ *     dropped, the load line saying so; with GGML_T2P_RELEASE_SOURCE=0 and from a private
+ *     mapping the same bytes, Rss unchanged and the line saying why.
  * Elsewhere: the call must report "unsupported" and leave a buffer intact.
  *
  * Exit status 0: pass; 1: a check failed (each failure is printed).
@@ -22,12 +27,15 @@
 #    define _DEFAULT_SOURCE 1   // madvise, MAP_POPULATE, mkstemp beside _POSIX_C_SOURCE
 #endif
 
-#include "ggml-t2p-release.h"
+#include "ggml_t2p.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#    include <unistd.h>
+#endif
 
 static int failures = 0;
 static int checks   = 0;
@@ -57,6 +65,46 @@ static int intact(const unsigned char * p, size_t n, size_t off) {
     return 1;
 }
 
+// What ggml_t2p_release_source did; until: the end of the dropped pages (DONE), else 0.
+struct t2p_release_result {
+    size_t    bytes;
+    uintptr_t until;
+    int       status;
+    int       error;
+};
+
+static struct t2p_release_result t2p_release_source(const void * data, size_t size) {
+    struct t2p_release_result r = { 0, 0, -1, -1 };
+    int32_t                   why = -1, error = -1;
+    if (ggml_t2p_release_source(data, size, &why, &r.bytes, &error) != GGML_T2P_OK) {
+        printf("ggml_t2p_release_source refused its arguments\n");
+        exit(1);
+    }
+    r.status = why;
+    r.error  = error;
+    if (why == GGML_T2P_RELEASE_DONE) {   // the dropped pages start at data rounded up to a page
+#if defined(__linux__)
+        const uintptr_t ps = (uintptr_t) sysconf(_SC_PAGESIZE);
+#else
+        const uintptr_t ps = 4096;
+#endif
+        r.until = ((uintptr_t) data + ps - 1) / ps * ps + r.bytes;
+    }
+    return r;
+}
+
+static const char * t2p_release_status_name(int status) {
+    switch (status) {
+        case GGML_T2P_RELEASE_DONE:        return "released";
+        case GGML_T2P_RELEASE_TOO_SMALL:   return "no whole page";
+        case GGML_T2P_RELEASE_NOT_SHARED:  return "not a read-only shared file mapping";
+        case GGML_T2P_RELEASE_NO_MAPS:     return "/proc/self/maps unreadable";
+        case GGML_T2P_RELEASE_REFUSED:     return "madvise refused";
+        case GGML_T2P_RELEASE_UNSUPPORTED: return "not supported on this OS";
+        default:                           return "unknown";
+    }
+}
+
 #if !defined(__linux__)
 int main(void) {
     const size_t    n = 1 << 20;
@@ -68,7 +116,7 @@ int main(void) {
         p[i] = pattern(i);
     }
     struct t2p_release_result r = t2p_release_source(p, n);
-    CHECK(r.status == T2P_RELEASE_UNSUPPORTED && r.bytes == 0, "status %d (%s), %zu bytes", r.status,
+    CHECK(r.status == GGML_T2P_RELEASE_UNSUPPORTED && r.bytes == 0, "status %d (%s), %zu bytes", r.status,
           t2p_release_status_name(r.status), r.bytes);
     CHECK(intact(p, n, 0), "buffer changed");
     free(p);
@@ -170,6 +218,31 @@ static void expect_kept(const char * what, const unsigned char * data, size_t si
     printf("  %-58s kept (%s), Rss %zu KiB\n", what, name(r.status), after / 1024);
 }
 
+// A host for the plugin (include/ggml_t2p.h): GGML_T2P_KERNEL=ref (every CPU), the release as
+// release_env says; the last log line kept.
+static const char * release_env = "1";
+static const char * env_get(const char * name) {
+    if (strcmp(name, "GGML_T2P_KERNEL") == 0) return "ref";
+    if (strcmp(name, "GGML_T2P_RELEASE_SOURCE") == 0) return release_env;
+    return NULL;
+}
+static int32_t host_types(int32_t id, int64_t * weights, size_t * bytes, const char ** name) {
+    if (id != GGML_T2P_TYPE_PQ2_0) return 0;
+    *weights = 128;
+    *bytes   = 34;
+    *name    = "pq2_0";
+    return 1;
+}
+static void host_q8k(const float * x, void * y, int64_t n) {
+    ggml_t2p_quantize_q8_k(GGML_T2P_KERNEL_REF, GGML_T2P_ROUND_FUSED, x, n, y, (size_t) (n / 256) * 292);
+}
+static char last_line[512];
+static void log_line(int32_t level, const char * line, void * user) {
+    (void) level;
+    (void) user;
+    snprintf(last_line, sizeof last_line, "%s", line);
+}
+
 int main(void) {
     PS = (size_t) sysconf(_SC_PAGESIZE);
     const size_t len = N_PAGES * PS;
@@ -195,7 +268,7 @@ int main(void) {
         unsigned char * m = map_file(PROT_READ, MAP_SHARED | MAP_POPULATE);
         CHECK(rss_of(m, m + len) == len, "populated mapping: Rss %zu, expected %zu", rss_of(m, m + len), len);
         struct t2p_release_result r = t2p_release_source(m + 100, len - 200);
-        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len - 2 * PS, "unaligned: status %d (%s), %zu bytes; expected %zu",
+        CHECK(r.status == GGML_T2P_RELEASE_DONE && r.bytes == len - 2 * PS, "unaligned: status %d (%s), %zu bytes; expected %zu",
               r.status, name(r.status), r.bytes, len - 2 * PS);
         CHECK(r.until == (uintptr_t) (m + len - PS), "unaligned: until %p, expected %p", (void *) r.until,
               (void *) (m + len - PS));
@@ -207,7 +280,7 @@ int main(void) {
                r.bytes / 1024, len / 1024, after / 1024);
 
         r = t2p_release_source(m, len);
-        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len, "aligned: status %d (%s), %zu bytes", r.status,
+        CHECK(r.status == GGML_T2P_RELEASE_DONE && r.bytes == len, "aligned: status %d (%s), %zu bytes", r.status,
               name(r.status), r.bytes);
         CHECK(rss_of(m, m + len) == 0, "aligned: Rss %zu after, expected 0", rss_of(m, m + len));
         CHECK(intact(m, len, 0), "aligned: reads back different bytes");
@@ -217,7 +290,7 @@ int main(void) {
         sum(m, len);
         CHECK(rss_of(m, m + len) == len && n_vmas == 2, "two VMAs: %d mappings, Rss %zu", n_vmas, rss_of(m, m + len));
         r = t2p_release_source(m, len);
-        CHECK(r.status == T2P_RELEASE_DONE && r.bytes == len, "two VMAs: status %d (%s), %zu bytes", r.status,
+        CHECK(r.status == GGML_T2P_RELEASE_DONE && r.bytes == len, "two VMAs: status %d (%s), %zu bytes", r.status,
               name(r.status), r.bytes);
         CHECK(rss_of(m, m + len) == 0, "two VMAs: Rss %zu after, expected 0", rss_of(m, m + len));
         CHECK(intact(m, len, 0), "two VMAs: reads back different bytes");
@@ -228,7 +301,7 @@ int main(void) {
         sum(m, (N_PAGES / 2) * PS);
         const size_t before = rss_of(m, m + (N_PAGES / 2) * PS);
         r = t2p_release_source(m, len);
-        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "hole: status %d (%s)", r.status, name(r.status));
+        CHECK(r.status == GGML_T2P_RELEASE_NOT_SHARED && r.bytes == 0, "hole: status %d (%s)", r.status, name(r.status));
         CHECK(rss_of(m, m + (N_PAGES / 2) * PS) == before, "hole: Rss changed");
         printf("  %-58s kept (%s)\n", "a range with an unmapped page", name(r.status));
         munmap(m, (N_PAGES / 2) * PS);
@@ -241,9 +314,9 @@ int main(void) {
         for (size_t i = 0; i < len; i++) {
             a[i] = pattern(i);
         }
-        expect_kept("anonymous private mapping", a, len, T2P_RELEASE_NOT_SHARED, a, len, 0);
+        expect_kept("anonymous private mapping", a, len, GGML_T2P_RELEASE_NOT_SHARED, a, len, 0);
         mprotect(a, len, PROT_READ);
-        expect_kept("anonymous mapping made read-only", a, len, T2P_RELEASE_NOT_SHARED, a, len, 0);
+        expect_kept("anonymous mapping made read-only", a, len, GGML_T2P_RELEASE_NOT_SHARED, a, len, 0);
         anon_free(a, len);
 
         unsigned char * h = (unsigned char *) malloc(4 * len);
@@ -251,7 +324,7 @@ int main(void) {
             h[i] = pattern(i);
         }
         struct t2p_release_result r = t2p_release_source(h, 4 * len);
-        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "malloc: status %d (%s)", r.status, name(r.status));
+        CHECK(r.status == GGML_T2P_RELEASE_NOT_SHARED && r.bytes == 0, "malloc: status %d (%s)", r.status, name(r.status));
         CHECK(intact(h, 4 * len, 0), "malloc: the bytes changed");
         printf("  %-58s kept (%s)\n", "malloc'ed buffer", name(r.status));
         free(h);
@@ -260,7 +333,7 @@ int main(void) {
     // 3. private file mappings: read-only, and written then made read-only (copy-on-write pages)
     {
         unsigned char * p = map_file(PROT_READ, MAP_PRIVATE | MAP_POPULATE);
-        expect_kept("private read-only file mapping", p, len, T2P_RELEASE_NOT_SHARED, p, len, 0);
+        expect_kept("private read-only file mapping", p, len, GGML_T2P_RELEASE_NOT_SHARED, p, len, 0);
         munmap(p, len);
 
         p = map_file(PROT_READ | PROT_WRITE, MAP_PRIVATE);
@@ -270,7 +343,7 @@ int main(void) {
         mprotect(p, len, PROT_READ);
         const size_t before = rss_of(p, p + len);
         struct t2p_release_result r = t2p_release_source(p, len);
-        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "private written: status %d (%s)", r.status, name(r.status));
+        CHECK(r.status == GGML_T2P_RELEASE_NOT_SHARED && r.bytes == 0, "private written: status %d (%s)", r.status, name(r.status));
         int ok = 1;
         for (size_t i = 0; i < len; i++) {
             ok &= p[i] == (unsigned char) (i % 7 == 0 ? ~pattern(i) : pattern(i));
@@ -284,7 +357,7 @@ int main(void) {
     // 4. a writable shared file mapping
     {
         unsigned char * w = map_file(PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE);
-        expect_kept("writable shared file mapping", w, len, T2P_RELEASE_NOT_SHARED, w, len, 0);
+        expect_kept("writable shared file mapping", w, len, GGML_T2P_RELEASE_NOT_SHARED, w, len, 0);
         munmap(w, len);
     }
 
@@ -299,7 +372,7 @@ int main(void) {
         const size_t before = rss_of(base, base + 2 * len);
         CHECK(before == 2 * len && n_vmas == 2, "file then anonymous: %d mappings, Rss %zu", n_vmas, before);
         struct t2p_release_result r = t2p_release_source(base, 2 * len);
-        CHECK(r.status == T2P_RELEASE_NOT_SHARED && r.bytes == 0, "file then anonymous: status %d (%s)", r.status,
+        CHECK(r.status == GGML_T2P_RELEASE_NOT_SHARED && r.bytes == 0, "file then anonymous: status %d (%s)", r.status,
               name(r.status));
         CHECK(rss_of(base, base + 2 * len) == before, "file then anonymous: Rss %zu -> %zu", before,
               rss_of(base, base + 2 * len));
@@ -316,7 +389,7 @@ int main(void) {
         } else {
             const size_t before = rss_of(m, m + len);
             struct t2p_release_result r = t2p_release_source(m, len);
-            CHECK(r.status == T2P_RELEASE_REFUSED && r.error == EINVAL && r.bytes == 0,
+            CHECK(r.status == GGML_T2P_RELEASE_REFUSED && r.error == EINVAL && r.bytes == 0,
                   "mlock: status %d (%s), error %d, %zu bytes", r.status, name(r.status), r.error, r.bytes);
             CHECK(rss_of(m, m + len) == before && before == len, "mlock: Rss %zu -> %zu", before, rss_of(m, m + len));
             printf("  %-58s kept (%s: %s)\n", "mlock'ed shared file mapping", name(r.status), strerror(r.error));
@@ -328,11 +401,70 @@ int main(void) {
     // 7. nothing to do: less than a whole page inside, NULL
     {
         unsigned char * m = map_file(PROT_READ, MAP_SHARED | MAP_POPULATE);
-        expect_kept("a page's worth straddling two pages", m + 100, PS, T2P_RELEASE_TOO_SMALL, m, len, 100);
-        expect_kept("less than a page", m, PS - 1, T2P_RELEASE_TOO_SMALL, m, len, 0);
+        expect_kept("a page's worth straddling two pages", m + 100, PS, GGML_T2P_RELEASE_TOO_SMALL, m, len, 100);
+        expect_kept("less than a page", m, PS - 1, GGML_T2P_RELEASE_TOO_SMALL, m, len, 0);
         struct t2p_release_result r = t2p_release_source(NULL, len);
-        CHECK(r.status == T2P_RELEASE_TOO_SMALL && r.bytes == 0, "NULL: status %d", r.status);
+        CHECK(r.status == GGML_T2P_RELEASE_TOO_SMALL && r.bytes == 0, "NULL: status %d", r.status);
         munmap(m, len);
+    }
+
+    // 8. the plugin's repack of a matrix above 16 MiB from a file: sliced, its pages released
+    {
+        enum { ROWS = 16000, KW = 4096 };   // 16000 x 4096 PQ2_0: 17,408,000 bytes, whole pages
+        const size_t n = (size_t) ROWS * (KW / 128) * 34;
+        unsigned char * heap = (unsigned char *) malloc(n);
+        for (size_t i = 0; i < n; i++) {
+            heap[i] = pattern(3 * i);
+        }
+        char mpath[] = "/tmp/ggml-t2p-release-matrix-XXXXXX";
+        const int mfd = mkstemp(mpath);
+        CHECK(mfd >= 0 && write(mfd, heap, n) == (ssize_t) n, "matrix file: %s", strerror(errno));
+        unlink(mpath);
+        int32_t lay = -1;
+        size_t  size = 0;
+        CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &lay) == GGML_T2P_OK &&
+              ggml_t2p_repacked_size(GGML_T2P_TYPE_PQ2_0, lay, ROWS, KW, &size) == GGML_T2P_OK, "sizes");
+        unsigned char * want = (unsigned char *) malloc(size), * got = (unsigned char *) malloc(size);
+        CHECK(ggml_t2p_repack(GGML_T2P_TYPE_PQ2_0, lay, heap, n, ROWS, KW, want, size) == GGML_T2P_OK, "repack");
+        const char * runs[3][2] = { { "1", "shared" }, { "0", "shared" }, { "1", "private" } };
+        for (int run = 0; run < 3; run++) {
+            release_env = runs[run][0];
+            ggml_t2p_plugin * p = NULL;
+            CHECK(ggml_t2p_plugin_new(env_get, host_types, host_q8k, log_line, NULL, &p) == GGML_T2P_OK, "plugin");
+            const int shared = strcmp(runs[run][1], "shared") == 0;
+            unsigned char * m = (unsigned char *) mmap(NULL, n, PROT_READ, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, mfd, 0);
+            CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+            const size_t before = rss_of(m, m + n);
+            memset(got, 0, size);
+            CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, m, n, ROWS, KW, got, size) == GGML_T2P_OK, "plugin repack");
+            CHECK(memcmp(got, want, size) == 0, "plugin repack (release %s, %s): not the bytes of one repack", runs[run][0], runs[run][1]);
+            const size_t after = rss_of(m, m + n);
+            last_line[0] = '\0';
+            ggml_t2p_plugin_report(p);
+            const char * line_want = run == 0   ? "released 16.6 MiB of file-mapped source (1 tensors) in "
+                                     : run == 1 ? "; source pages kept (GGML_T2P_RELEASE_SOURCE=0)\n"
+                                                : "released 0.0 MiB of file-mapped source (0 tensors) in ";
+            CHECK(strstr(last_line, line_want) != NULL, "load line: '%s'", last_line);
+            if (run == 0) {
+                CHECK(before == n && after == 0, "sliced release: Rss %zu -> %zu bytes, expected %zu -> 0", before, after, n);
+            } else {
+                CHECK(after == before, "kept: Rss %zu -> %zu bytes", before, after);
+            }
+            if (run == 2) {
+                CHECK(strstr(last_line, " (tensors kept: 1 not in a read-only shared file mapping)\n") != NULL, "load line: '%s'", last_line);
+            }
+            CHECK(memcmp(m, heap, n) == 0, "the mapping reads back different bytes");
+            printf("  %-58s %s, Rss %zu -> %zu KiB\n", run == 0 ? "plugin repack of 16.6 MiB from a shared file mapping"
+                                                       : run == 1 ? "the same with GGML_T2P_RELEASE_SOURCE=0"
+                                                                  : "the same from a private file mapping",
+                   run == 0 ? "2 slices, released" : "kept", before / 1024, after / 1024);
+            munmap(m, n);
+            ggml_t2p_plugin_free(p);
+        }
+        close(mfd);
+        free(heap);
+        free(want);
+        free(got);
     }
 
     close(fd);

@@ -2,8 +2,8 @@
 //! `libggml_t2p.a` that this `cargo test` just built, runs them, and requires exit status 0:
 //! `abi_smoke.c` (the whole C ABI, bits and status codes), `fork_smoke.c` (load, fork, load),
 //! `amx_smoke.c` (the amx level's hygiene: permission, threads, fork, a refused permission) and
-//! `release_smoke.c` (the shim's release of a repacked tensor's file pages,
-//! `ggml-glue/ggml-t2p-release.h`; it needs no library but links it like the others).
+//! `release_smoke.c` (the release of a repacked tensor's file pages: `ggml_t2p_release_source`,
+//! and the plugin's sliced repack from a file mapping).
 //!
 //! On a cross target (aarch64 under qemu) the host cannot build and run the programs from inside
 //! the test, so these tests fail there rather than pass without running anything:
@@ -54,7 +54,6 @@ fn build_c_program(name: &str) -> PathBuf {
         .flag("-std=c11")
         .define("_POSIX_C_SOURCE", "200809L")
         .include(root.join("include"))
-        .include(root.join("ggml-glue"))
         .file(root.join(format!("tests/c/{name}.c")))
         .compile_intermediates();
     let compiler = cc::Build::new().target(target).host(host).opt_level(2).cargo_metadata(false).get_compiler();
@@ -98,11 +97,12 @@ fn repack_survives_fork() {
     }
 }
 
-/// The shim's source release: the whole pages inside a range of a read-only
-/// shared file mapping are unmapped (smaps Rss falls, the bytes read back from the file);
-/// anonymous memory, private and writable file mappings, ranges with a hole or an anonymous part
-/// and mlock'ed pages are kept with their bytes and Rss. Linux only; elsewhere the program checks
-/// that nothing is done.
+/// The source release: the whole pages inside a range of a read-only shared file mapping are
+/// unmapped (smaps Rss falls, the bytes read back from the file); anonymous memory, private and
+/// writable file mappings, ranges with a hole or an anonymous part and mlock'ed pages are kept with
+/// their bytes and Rss; the plugin's repack of a matrix above 16 MiB from a file mapping, in
+/// slices, drops every page of it and gives the bytes of one repack. Linux only; elsewhere the
+/// program checks that nothing is done.
 #[test]
 fn source_release_drops_only_file_pages() {
     let exe = build_c_program("release_smoke");
