@@ -17,6 +17,8 @@ fn main() {
             .allowlist_var("GGML_T2P_.*")
             // the plugin's opaque type is the crate's own (ffi::abi_check names it)
             .blocklist_type("ggml_t2p_plugin")
+            // so is the tensor view (its layout is asserted in ffi::abi_check)
+            .blocklist_type("ggml_t2p_tensor_view")
             .default_macro_constant_type(bindgen::MacroTypeVariation::Signed)
             .use_core()
             .generate()

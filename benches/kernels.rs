@@ -20,6 +20,12 @@
 //!   5120 x 17408, 17408 x 5120, 5120 x 6144, 6144 x 5120), gemv on 1 thread and on all threads,
 //!   gemm on all threads; and (aarch64) `ptq1_0/*` native vs via T2P.
 //!
+//! - `hybrid/*`: the Gated-DeltaNet hybrid's float ops at the Bonsai 2 2B shapes, one thread, the
+//!   scalar contract and each float path this CPU has: the gated delta rule (`gdn`: head size 128,
+//!   16 heads, one token and a 512-token ubatch) and the short conv (`ssm_conv`: 6144 channels, 4
+//!   taps, 1 and 512 tokens). Throughput in elements: state values per token (`gdn`), outputs
+//!   (`ssm_conv`).
+//!
 //! Activations are packed once per benchmark, outside the timed loop (ggml packs once per
 //! MUL_MAT; the pack is a few microseconds against milliseconds of weights). Multi-threaded runs
 //! use one persistent rayon pool (`ThreadPool::install`), built once: the seeds measured 282
@@ -405,8 +411,71 @@ fn bench_ptq1_0(_: &mut Criterion, _: &[(KernelLevel, Layout)]) {
     let _ = (ptq1_0 as fn(usize, usize) -> Vec<BlockPtq1_0>, BlockPq2_0::default());
 }
 
+/// The hybrid's float ops (see the module docs), each float path once.
+fn bench_hybrid(c: &mut Criterion) {
+    use ggml_t2p::hybrid::{FloatPath, GatedDeltaNet, SsmConv, View};
+    let mut paths: Vec<(&str, FloatPath)> = vec![("scalar", FloatPath::Scalar)];
+    for level in KernelLevel::ALL.into_iter().filter(|l| l.is_available()) {
+        let p = FloatPath::for_level(level);
+        if !paths.iter().any(|&(_, q)| q == p) {
+            paths.push((level.name(), p));
+        }
+    }
+    let mut rng = Rng(5);
+    let mut randv = |n: usize, m: f32| (0..n).map(|_| rng.unit() * m).collect::<Vec<f32>>();
+    let (s, h) = (128usize, 16usize);
+    let mut g = c.benchmark_group("hybrid");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for t in [1usize, 512] {
+        let (q, k) = (randv(s * h * t, 0.088), randv(s * h * t, 0.088));
+        let v = randv(s * h * t, 1.0);
+        let gate: Vec<f32> = randv(h * t, 1.0).iter().map(|x| -x.abs()).collect();
+        let beta: Vec<f32> = randv(h * t, 0.5).iter().map(|x| 0.5 + x).collect();
+        let state = randv(s * s * h, 0.1);
+        let mut dst = vec![0f32; s * h * t + s * s * h];
+        let views = [
+            View::contiguous(q.as_ptr(), [s, h, t, 1]),
+            View::contiguous(k.as_ptr(), [s, h, t, 1]),
+            View::contiguous(v.as_ptr(), [s, h, t, 1]),
+            View::contiguous(gate.as_ptr(), [1, h, t, 1]),
+            View::contiguous(beta.as_ptr(), [1, h, t, 1]),
+            View::contiguous(state.as_ptr(), [s * s * h, 1, 1, 1]),
+        ];
+        // SAFETY: the views describe the vectors above, dst has room for outputs and state.
+        let op = unsafe { GatedDeltaNet::new(views, dst.as_mut_ptr(), dst.len()) }.expect("handled");
+        g.throughput(Throughput::Elements((s * s * h * t) as u64));
+        for &(name, path) in &paths {
+            if path == FloatPath::Scalar && t > 1 {
+                continue;
+            }
+            g.bench_function(BenchmarkId::new(format!("gdn_t{t}"), name), |b| b.iter(|| op.run(path, 0..op.units())));
+        }
+        let (ch, n) = (6144usize, 4usize);
+        let x = randv((n - 1 + t) * ch, 1.0);
+        let w = randv(n * ch, 0.5);
+        let mut out = vec![0f32; ch * t];
+        // SAFETY: as above.
+        let conv = unsafe {
+            SsmConv::new(
+                View::contiguous(x.as_ptr(), [n - 1 + t, ch, 1, 1]),
+                View::contiguous(w.as_ptr(), [n, ch, 1, 1]),
+                View::contiguous(out.as_mut_ptr().cast_const(), [ch, t, 1, 1]),
+            )
+        }
+        .expect("handled");
+        g.throughput(Throughput::Elements((ch * t) as u64));
+        for &(name, path) in &paths {
+            g.bench_function(BenchmarkId::new(format!("ssm_conv_t{t}"), name), |b| {
+                b.iter(|| conv.run(path, 0..conv.units()))
+            });
+        }
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    bench_hybrid,
     bench_call,
     bench_quantize,
     bench_read_bw,

@@ -8,7 +8,9 @@
 // whole tensor to ggml_t2p_plugin_repack (which repacks it, in slices that release the source's
 // file pages, and counts it for the load line). Each MUL_MAT asks for the work plan, every thread
 // quantizes and packs its share of src1 into the work buffer (ggml_t2p_plugin_act_prepare), meets
-// at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). This file
+// at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). The float
+// ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV) go to ggml_t2p_plugin_hybrid_op, which
+// runs each thread's share or declines (ggml's own op runs). This file
 // knows ggml; it knows no byte order, no ISA and no policy (the library owns all three).
 
 #include "ggml-t2p-glue.h"
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 // What the host ggml offers, from ggml-t2p-probe.cmake (the CMake fragment defines these as 0 or 1;
 // compiled without it, the newest ggml is assumed).
@@ -208,6 +211,54 @@ tensor_traits & traits() {
     return t;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The hybrid's float ops (GATED_DELTA_NET, SSM_CONV of Gated-DeltaNet models), whatever buffer
+// their sources are in: ggml-cpu asks every extra buffer type for the traits of every op. The ops
+// are found by name, so a ggml without them still builds.
+
+int op_by_name(const char * name) {
+    for (int i = 0; i < GGML_OP_COUNT; ++i) {
+        if (std::strcmp(ggml_op_name(static_cast<ggml_op>(i)), name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int32_t hybrid_kind(const ggml_tensor * op) {
+    static const int conv = op_by_name("SSM_CONV");
+    static const int gdn  = op_by_name("GATED_DELTA_NET");
+    return op->op == conv ? GGML_T2P_OP_SSM_CONV : (op->op == gdn ? GGML_T2P_OP_GATED_DELTA_NET : 0);
+}
+
+ggml_t2p_tensor_view view_of(const ggml_tensor * t) {
+    ggml_t2p_tensor_view v = { t->data, static_cast<int32_t>(t->type), {}, {} };
+    for (int d = 0; d < 4; ++d) {
+        v.ne[d] = t->ne[d];
+        v.nb[d] = t->nb[d];
+    }
+    return v;
+}
+
+class hybrid_traits : public ggml::cpu::tensor_traits {
+  public:
+    bool work_size(int, const ggml_tensor *, size_t &) override {
+        return false;   // no work buffer (stock's plan stays, in case the op is declined)
+    }
+
+    bool compute_forward(ggml_compute_params * params, ggml_tensor * op) override {
+        ggml_t2p_tensor_view srcs[GGML_MAX_SRC];
+        int32_t              n = 0;
+        for (; n < GGML_MAX_SRC && op->src[n] != nullptr; ++n) {
+            srcs[n] = view_of(op->src[n]);
+        }
+        const ggml_t2p_tensor_view dst = view_of(op);
+        // Declined (the same answer on every thread, nothing written): ggml runs it.
+        return ggml_t2p_plugin_hybrid_op(plugin(), hybrid_kind(op), srcs, n, &dst, params->ith, params->nth) ==
+               GGML_T2P_OK;
+    }
+};
+
 class extra_buffer_type : public ggml::cpu::extra_buffer_type {
   public:
     bool supports_op(ggml_backend_dev_t, const ggml_tensor * op) override {
@@ -230,7 +281,8 @@ class extra_buffer_type : public ggml::cpu::extra_buffer_type {
             op->src[0]->buffer->buft == ggml_backend_cpu_t2p_buffer_type()) {
             return (ggml::cpu::tensor_traits *) op->src[0]->extra;
         }
-        return nullptr;
+        static hybrid_traits hybrid;
+        return hybrid_kind(op) != 0 ? &hybrid : nullptr;
     }
 };
 

@@ -407,6 +407,34 @@ int32_t ggml_t2p_plugin_mul_mat_rows(const ggml_t2p_plugin * plugin, int32_t src
                                      int64_t k, int64_t n_cols, const void * work, size_t work_size, float * dst,
                                      size_t dst_len, int64_t dst_col_stride, int64_t row_begin, int64_t row_end);
 
+/* The hybrid's float ops (Gated-DeltaNet models such as qwen35 / Bonsai 2). */
+#define GGML_T2P_OP_SSM_CONV        1 /* srcs: conv_x (d_conv - 1 + T x channels x seqs), conv1d.weight (d_conv x channels) */
+#define GGML_T2P_OP_GATED_DELTA_NET 2 /* srcs: q, k (S x H_k x T x seqs'), v (S x H x T x seqs), g, beta (1 x H x T x seqs),
+                                       * state (S*S*H x 1 x seqs); dst: S*H*T*seqs outputs, then the new state */
+
+/* A tensor as ggml describes one: its first byte, ggml type id (only F32, 0, is handled), elements
+ * per dimension (ggml's ne) and byte strides (ggml's nb). */
+typedef struct ggml_t2p_tensor_view {
+    void *   data;
+    int32_t  type;
+    int64_t  ne[4];
+    uint64_t nb[4];
+} ggml_t2p_tensor_view;
+
+/* Thread ith of nth's share of the hybrid op `op` (GGML_T2P_OP_*) with ggml's sources srcs[0 ..
+ * n_srcs) and destination dst, at the plugin's kernel level; call it from each of the op's nth
+ * threads (any order; no barrier needed: the shares write disjoint outputs). The numerics are
+ * docs/numerics.md section 7: the same bits at every level, thread count and ubatch split
+ * (against ggml's own op built with AVX-512: the same arithmetic in the same order).
+ * GGML_T2P_OK: done. GGML_T2P_ERR_UNSUPPORTED: declined, nothing written, let ggml run it
+ * (GGML_T2P_HYBRID=0, a type other than F32, a gate per element, more than one state slot, a head
+ * size other than 64/128/256, rows that are not contiguous, a destination overlapping a source, a
+ * conv wider than 8). Other errors (nothing written; logged once per op kind): NULL, SHAPE (sources
+ * that disagree), RANGE (ith outside [0, nth)), INVALID_ARGUMENT (an unknown op or wrong n_srcs).
+ * Every thread of one op gets the same answer. */
+int32_t ggml_t2p_plugin_hybrid_op(const ggml_t2p_plugin * plugin, int32_t op, const ggml_t2p_tensor_view * srcs,
+                                  int32_t n_srcs, const ggml_t2p_tensor_view * dst, int32_t ith, int32_t nth);
+
 /* What ggml_t2p_release_source did (*out_why). */
 #define GGML_T2P_RELEASE_DONE        0 /* the interior's pages were unmapped from this process (*out_bytes > 0) */
 #define GGML_T2P_RELEASE_TOO_SMALL   1 /* no whole page inside the range (or data NULL): nothing to do */

@@ -5,11 +5,10 @@
 //! `GGML_T2P_ERR_INTERNAL`). With the `abi-check` feature, `build.rs` runs bindgen on the header
 //! and the `abi_check` module below fails to compile if a declaration and its export disagree.
 
-use crate::format::{
-    cast_blocks, cast_blocks_mut, check_k, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, Pod,
-};
-use crate::kernels::act_pack::{self, ActFormat, PackedActs};
-use crate::kernels::{gemm_raw, quantize_q8_k, CpuFeatures, KernelLevel, PackedWeights};
+use crate::checked::{blocks, blocks_mut, floats, gemm_checked, overlaps, repack_checked};
+use crate::format::BlockQ8K;
+use crate::kernels::act_pack::{self, ActFormat};
+use crate::kernels::{quantize_q8_k, CpuFeatures, KernelLevel};
 use crate::reference::Contract;
 use crate::repack::{self, Layout, SourceType};
 use crate::Error;
@@ -105,43 +104,6 @@ fn kernel_for(k: i32, lay: Layout) -> Result<KernelLevel, Error> {
         return Err(Error::Unsupported);
     }
     Ok(level)
-}
-
-/// The first `need` bytes at `p` as blocks of `T`, after checking null, size and alignment.
-///
-/// # Safety
-/// `p` must be valid for reads of `size` bytes for the returned lifetime.
-unsafe fn blocks<'a, T: Pod>(p: *const c_void, size: usize, need: usize) -> Result<&'a [T], Error> {
-    if need == 0 {
-        return Ok(&[]); // nothing is read: any pointer, NULL included, is fine
-    }
-    if p.is_null() {
-        return Err(Error::Null);
-    }
-    if size < need || need > isize::MAX as usize {
-        return Err(Error::BufferSize); // no real buffer is larger than isize::MAX bytes
-    }
-    // SAFETY: the caller guarantees size readable bytes, and need <= size.
-    cast_blocks(unsafe { core::slice::from_raw_parts(p.cast::<u8>(), need) })
-}
-
-/// # Safety
-/// As [`blocks`], for writes, and the memory must not be aliased during the call.
-unsafe fn blocks_mut<'a, T: Pod>(p: *mut c_void, size: usize, need: usize) -> Result<&'a mut [T], Error> {
-    if p.is_null() {
-        return Err(Error::Null);
-    }
-    if size < need || need > isize::MAX as usize {
-        return Err(Error::BufferSize);
-    }
-    // SAFETY: as in blocks; unique for the call.
-    cast_blocks_mut(unsafe { core::slice::from_raw_parts_mut(p.cast::<u8>(), need) })
-}
-
-/// Whether the byte ranges `[a, a + a_len)` and `[b, b + b_len)` share a byte (null or empty:
-/// never).
-fn overlaps(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
-    a != 0 && b != 0 && a_len != 0 && b_len != 0 && a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
 /// Library version, NUL-terminated, static storage.
@@ -333,65 +295,6 @@ pub unsafe extern "C" fn ggml_t2p_repack(
     })
 }
 
-/// [`ggml_t2p_repack`] after the conversion of its type, layout and dimensions.
-///
-/// # Safety
-/// As [`ggml_t2p_repack`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn repack_checked(
-    st: SourceType,
-    lay: Layout,
-    src: *const c_void,
-    src_size: usize,
-    n_rows: usize,
-    k: usize,
-    dst: *mut c_void,
-    dst_size: usize,
-) -> Result<(), Error> {
-    let need_src = repack::source_size(st, n_rows, k)?;
-    let need_dst = repack::repacked_size(st, lay, n_rows, k)?;
-    // repacking in place would read bytes it has already overwritten
-    if overlaps(src as usize, need_src, dst as usize, need_dst) {
-        return Err(Error::InvalidArgument);
-    }
-    // SAFETY: the caller's contract on src/dst, forwarded.
-    unsafe {
-        match (st, lay) {
-            (SourceType::Pq2_0, Layout::T2p) => repack::repack_pq2_0_to_t2p(
-                blocks::<BlockPq2_0>(src, src_size, need_src)?,
-                n_rows,
-                k,
-                blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
-            ),
-            (SourceType::Ptq1_0, Layout::T2p) => repack::repack_ptq1_0_to_t2p(
-                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                n_rows,
-                k,
-                blocks_mut::<BlockT2p>(dst, dst_size, need_dst)?,
-            ),
-            (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::repack_ptq1_0_to_x4(
-                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                n_rows,
-                k,
-                blocks_mut::<BlockPtq1_0x4>(dst, dst_size, need_dst)?,
-            ),
-            (SourceType::Pq2_0, Layout::X16) => repack::repack_pq2_0_to_x16(
-                blocks::<BlockPq2_0>(src, src_size, need_src)?,
-                n_rows,
-                k,
-                blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
-            ),
-            (SourceType::Ptq1_0, Layout::X16) => repack::repack_ptq1_0_to_x16(
-                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
-                n_rows,
-                k,
-                blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
-            ),
-            (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
-        }
-    }
-}
-
 fn act_format(layout_id: i32, kernel_id: i32, n_cols: usize) -> Result<(KernelLevel, ActFormat), Error> {
     let lay = layout(layout_id)?;
     let level = kernel_for(kernel_id, lay)?;
@@ -514,65 +417,6 @@ pub unsafe extern "C" fn ggml_t2p_gemm(
     })
 }
 
-/// [`ggml_t2p_gemm`] after the conversion of its layout, level (one that runs `lay`) and
-/// dimensions.
-///
-/// # Safety
-/// As [`ggml_t2p_gemm`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemm_checked(
-    lay: Layout,
-    level: KernelLevel,
-    w: *const c_void,
-    w_size: usize,
-    n_rows: usize,
-    k: usize,
-    act: *const c_void,
-    act_size: usize,
-    n_cols: usize,
-    dst: *mut f32,
-    dst_len: usize,
-    stride: usize,
-    rows: core::ops::Range<usize>,
-) -> Result<(), Error> {
-    let fmt = ActFormat::for_kernel(lay, level, n_cols)?;
-    let src = match lay {
-        Layout::T2p | Layout::X16 => SourceType::Pq2_0,
-        Layout::Ptq1_0x4 => SourceType::Ptq1_0,
-    };
-    let w_need = repack::repacked_size(src, lay, n_rows, k)?;
-    check_k(k)?;
-    let a_need = act_pack::packed_size(fmt, k, n_cols)?;
-    // dst is written while w and act are read: they must not share bytes.
-    let d_bytes = dst_len.saturating_mul(size_of::<f32>());
-    // No real buffer is larger than isize::MAX bytes: refused before the overlap test, whose
-    // answer for such an extent would depend on where the OS put the buffers (dst below w
-    // and act, as on Windows, where the stack lies below the heap, or above them, as on Linux).
-    if !dst.is_null() && d_bytes > isize::MAX as usize {
-        return Err(Error::BufferSize);
-    }
-    if !dst.is_null()
-        && d_bytes != 0
-        && (overlaps(dst as usize, d_bytes, w as usize, w_need.min(w_size))
-            || overlaps(dst as usize, d_bytes, act as usize, a_need.min(act_size)))
-    {
-        return Err(Error::InvalidArgument);
-    }
-    // SAFETY: the caller's contract on act (read-only for the call).
-    let bytes = unsafe { blocks::<u8>(act, act_size, a_need)? };
-    let a = PackedActs::new(fmt, k, n_cols, bytes)?;
-    let weights = match lay {
-        // SAFETY: the caller's contract on w (valid for reads of w_size bytes during the call).
-        Layout::T2p => PackedWeights::t2p(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-        // SAFETY: as above.
-        Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-        // SAFETY: as above.
-        Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
-    };
-    // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
-    unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
-}
-
 /// Quantizes `n` floats to Q8_K; see the header.
 ///
 /// # Safety
@@ -626,21 +470,6 @@ fn q8k_values(n: usize) -> Result<usize, Error> {
         return Err(Error::Shape);
     }
     Ok(n)
-}
-
-/// `x` as `n` floats, after checking null and alignment.
-///
-/// # Safety
-/// `x` must be null or valid for reads of `n` floats for the returned lifetime.
-pub(crate) unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Error> {
-    if x.is_null() {
-        return Err(Error::Null);
-    }
-    if !(x as usize).is_multiple_of(core::mem::align_of::<f32>()) {
-        return Err(Error::Misaligned);
-    }
-    // SAFETY: non-null, aligned, and n readable floats (the caller's contract).
-    Ok(unsafe { core::slice::from_raw_parts(x, n) })
 }
 
 /// An optional C string (NULL or empty: `None`); bytes that are not UTF-8 become U+FFFD, so such a
@@ -800,6 +629,7 @@ pub unsafe extern "C" fn ggml_t2p_q8k_probe_rounding(
     })
 }
 
+pub use crate::hybrid::abi::ggml_t2p_tensor_view;
 /// `GGML_T2P_LOG_INFO` / `GGML_T2P_LOG_WARN`.
 pub use crate::plugin::host::LogLevel;
 /// The C ABI's `ggml_t2p_plugin` (opaque to C).
@@ -1019,6 +849,33 @@ pub unsafe extern "C" fn ggml_t2p_plugin_report(plugin_: *const Plugin) -> i32 {
     })
 }
 
+/// Thread `ith` of `nth`'s share of a hybrid float op ([`Plugin::hybrid_op`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `srcs` null or `n_srcs`
+/// views, `dst` null or one view, each describing memory valid for its shape during the call.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_hybrid_op(
+    plugin_: *const Plugin,
+    op: i32,
+    srcs: *const ggml_t2p_tensor_view,
+    n_srcs: i32,
+    dst: *const ggml_t2p_tensor_view,
+    ith: i32,
+    nth: i32,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        let n = usize::try_from(n_srcs).map_err(|_| Error::InvalidArgument)?;
+        if srcs.is_null() || dst.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: the caller passes n_srcs views at srcs and one at dst, valid as stated.
+        unsafe { p.hybrid_op(op, core::slice::from_raw_parts(srcs, n), &*dst, ith, nth) }
+    })
+}
+
 /// The plan of one matrix multiplication ([`Plugin::mul_mat_plan`]); see the header.
 ///
 /// # Safety
@@ -1167,6 +1024,7 @@ pub unsafe extern "C" fn ggml_t2p_release_source(
 pub mod abi_check {
     mod c {
         // the opaque type of the header is the crate's own (bindgen leaves it out)
+        pub use super::super::ggml_t2p_tensor_view;
         pub use crate::plugin::Plugin as ggml_t2p_plugin;
         include!(concat!(env!("OUT_DIR"), "/ggml_t2p_bindings.rs"));
     }
@@ -1222,6 +1080,7 @@ pub mod abi_check {
         ggml_t2p_plugin_repack(_, _, _, _, _, _, _, _);
         ggml_t2p_plugin_new_buffer(_, _, _);
         ggml_t2p_plugin_report(_);
+        ggml_t2p_plugin_hybrid_op(_, _, _, _, _, _, _);
         ggml_t2p_plugin_mul_mat_plan(_, _, _, _, _, _, _, _, _, _);
         ggml_t2p_plugin_act_prepare(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_plugin_mul_mat_rows(_, _, _, _, _, _, _, _, _, _, _, _, _);
@@ -1233,6 +1092,17 @@ pub mod abi_check {
         use crate::repack::Layout as L;
         assert!(c::GGML_T2P_ABI_VERSION as u32 == super::ABI_VERSION);
         assert!(c::GGML_T2P_OK == super::OK);
+        // ggml_t2p_tensor_view as the header lays it out: a pointer, an int32 (padded), 4 int64, 4 uint64.
+        {
+            use super::ggml_t2p_tensor_view as V;
+            use core::mem::{offset_of, size_of};
+            assert!(size_of::<*mut core::ffi::c_void>() != 8 || size_of::<V>() == 80);
+            assert!(offset_of!(V, type_) == size_of::<*mut core::ffi::c_void>());
+            assert!(offset_of!(V, ne) == 2 * size_of::<*mut core::ffi::c_void>());
+            assert!(offset_of!(V, nb) == offset_of!(V, ne) + 32);
+        }
+        assert!(c::GGML_T2P_OP_SSM_CONV == crate::hybrid::abi::OP_SSM_CONV);
+        assert!(c::GGML_T2P_OP_GATED_DELTA_NET == crate::hybrid::abi::OP_GATED_DELTA_NET);
         assert!(c::GGML_T2P_ERR_INTERNAL == super::ERR_INTERNAL);
         assert!(c::GGML_T2P_KERNEL_AUTO == super::KERNEL_AUTO);
         assert!(c::GGML_T2P_KERNEL_REF == K::Reference as i32);

@@ -42,8 +42,10 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![warn(missing_docs)]
 
+mod checked;
 mod error;
 pub mod format;
+pub mod hybrid;
 pub mod kernels;
 pub mod plugin;
 pub mod reference;

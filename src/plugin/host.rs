@@ -10,6 +10,9 @@ use super::pages::{self, Release};
 use super::plan::{row_chunks, WorkPlan, WORK_ALIGN};
 use super::{choose, q8k_probe_input, q8k_rounding_matching, source_block_bytes};
 use crate::format::{check_k, BlockQ8K, QK_K};
+#[cfg(test)]
+use crate::hybrid::abi::OP_SSM_CONV;
+use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_GATED_DELTA_NET};
 use crate::kernels::act_pack::{self, ActFormat};
 use crate::kernels::{quantize_q8_k, KernelLevel};
 use crate::reference::Contract;
@@ -63,6 +66,10 @@ pub struct Plugin {
     rounding: Option<Contract>,
     release_source: bool,
     huge_pages: bool,
+    /// `GGML_T2P_HYBRID`: the hybrid's float ops run here ([`Plugin::hybrid_op`]).
+    hybrid: bool,
+    /// Per hybrid op kind, whether a decline other than a shape stock must run was logged.
+    hybrid_warned: [core::sync::atomic::AtomicBool; 2],
     host: Box<dyn Host>,
     stats: LoadStats,
 }
@@ -76,6 +83,7 @@ impl core::fmt::Debug for Plugin {
             .field("rounding", &self.rounding)
             .field("release_source", &self.release_source)
             .field("huge_pages", &self.huge_pages)
+            .field("hybrid", &self.hybrid)
             .finish_non_exhaustive()
     }
 }
@@ -175,6 +183,7 @@ impl Plugin {
         // compacting memory to fault huge pages; not profiled) and decode no faster beyond the
         // machine's noise.
         let huge_pages = switch(h, "GGML_T2P_HUGE_PAGES", false);
+        let hybrid = switch(h, "GGML_T2P_HYBRID", true);
         let (rounding, why) = match h.env("GGML_T2P_QUANTIZE") {
             Some(v) if v == b"ggml" => (None, "GGML_T2P_QUANTIZE=ggml"),
             v => {
@@ -192,8 +201,10 @@ impl Plugin {
             Some(Contract::Fused) => "libggml_t2p, fused rounding as the host's".into(),
             Some(Contract::Unfused) => "libggml_t2p, unfused rounding as the host's".into(),
         };
+        let hyb = if hybrid { "on" } else { "off (GGML_T2P_HYBRID=0)" };
         let line = format!(
-            "ggml-t2p: enabled (libggml_t2p {}, kernel {}; PQ2_0 {}, PTQ1_0 {}; Q8_K by {q8k})\n",
+            "ggml-t2p: enabled (libggml_t2p {}, kernel {}; PQ2_0 {}, PTQ1_0 {}; Q8_K by {q8k}; \
+             GATED_DELTA_NET and SSM_CONV {hyb})\n",
             env!("CARGO_PKG_VERSION"),
             kernel.name(),
             taken(c.pq2_layout),
@@ -207,6 +218,8 @@ impl Plugin {
             rounding,
             release_source,
             huge_pages,
+            hybrid,
+            hybrid_warned: Default::default(),
             host,
             stats: LoadStats::default(),
         })
@@ -215,6 +228,40 @@ impl Plugin {
     /// The kernel level every call runs.
     pub fn kernel(&self) -> KernelLevel {
         self.kernel
+    }
+
+    /// Thread `ith` of `nth`'s share of a hybrid float op (`GATED_DELTA_NET`, `SSM_CONV`) on
+    /// ggml's tensors ([`crate::hybrid::abi::run_op`] at this plugin's level).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when `GGML_T2P_HYBRID` is off or the op is one stock must run
+    /// (module docs of [`crate::hybrid`]); any other error is a malformed call, logged once per op
+    /// kind. Nothing is written on an error, and every thread of one op gets the same answer.
+    ///
+    /// # Safety
+    /// As [`crate::hybrid::abi::run_op`].
+    pub unsafe fn hybrid_op(
+        &self,
+        op: i32,
+        srcs: &[ggml_t2p_tensor_view],
+        dst: &ggml_t2p_tensor_view,
+        ith: i32,
+        nth: i32,
+    ) -> Result<(), Error> {
+        if !self.hybrid {
+            return Err(Error::Unsupported);
+        }
+        // SAFETY: the caller's contract.
+        let r = unsafe { run_op(op, self.kernel as i32, srcs, dst, ith, nth) };
+        if let Err(e) = r {
+            let kind = usize::from(op == OP_GATED_DELTA_NET);
+            if e != Error::Unsupported && !self.hybrid_warned[kind].swap(true, core::sync::atomic::Ordering::Relaxed) {
+                let name = if kind == 1 { "GATED_DELTA_NET" } else { "SSM_CONV" };
+                let line = format!("ggml-t2p: {name} left to ggml: {e:?} ({} sources)\n", srcs.len());
+                self.host.log(LogLevel::Warn, line.as_bytes());
+            }
+        }
+        r
     }
 
     /// The layout weights of ggml type `type_id` are repacked into.
@@ -319,7 +366,7 @@ impl Plugin {
             // SAFETY: rows [r0, r1) of the source and bytes [off, off + len) of dst lie in the
             // caller's buffers (checked against the whole matrix's sizes above).
             unsafe {
-                crate::ffi::repack_checked(
+                crate::checked::repack_checked(
                     st,
                     lay,
                     src.add(r0 * row_bytes).cast(),
@@ -511,7 +558,7 @@ impl Plugin {
                 .ok_or(Error::Shape)?;
             let row_ptr = act.cast::<u8>().wrapping_add(offset).cast::<f32>();
             // SAFETY: the caller's contract on the columns (floats checks null and alignment).
-            let row = unsafe { crate::ffi::floats(row_ptr, k)? };
+            let row = unsafe { crate::checked::floats(row_ptr, k)? };
             self.quantize_blocks(row, b0, b1, q8, pad)?;
             // SAFETY: the packed activations at base (plan.packed bytes, 64-byte aligned); this
             // call writes only its own (column, blocks) piece (pack_raw's contract).
@@ -569,7 +616,7 @@ impl Plugin {
         let stride = if n_cols == 1 { 0 } else { dst_col_stride };
         // SAFETY: the caller's contract; the packed activations lie at the aligned start of work.
         unsafe {
-            crate::ffi::gemm_checked(
+            crate::checked::gemm_checked(
                 lay,
                 self.kernel,
                 w.cast(),
@@ -658,7 +705,8 @@ mod tests {
 
     fn enabled(pq2: &str, ptq1: &str, q8k: &str) -> String {
         format!(
-            "ggml-t2p: enabled (libggml_t2p {}, kernel ref; PQ2_0 {pq2}, PTQ1_0 {ptq1}; Q8_K by {q8k})\n",
+            "ggml-t2p: enabled (libggml_t2p {}, kernel ref; PQ2_0 {pq2}, PTQ1_0 {ptq1}; Q8_K by {q8k}; \
+             GATED_DELTA_NET and SSM_CONV on)\n",
             env!("CARGO_PKG_VERSION")
         )
     }
@@ -719,7 +767,10 @@ mod tests {
             ("GGML_T2P_HUGE_PAGES", b"1"),
         ]));
         let p = p.unwrap();
-        assert!(!p.release_source && p.huge_pages);
+        assert!(!p.release_source && p.huge_pages && p.hybrid);
+        let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_HYBRID", b"0")]));
+        assert!(!p.unwrap().hybrid);
+        assert!(lines[0].ends_with("; GATED_DELTA_NET and SSM_CONV off (GGML_T2P_HYBRID=0))\n"), "{lines:?}");
         let mut host = fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_QUANTIZE", b"auto")]);
         host.rounding = Some(Contract::Fused);
         let (p, lines) = make(host);
@@ -816,7 +867,7 @@ mod tests {
             let mut whole = vec![0u8; total];
             // SAFETY: buffers of the stated sizes.
             unsafe {
-                crate::ffi::repack_checked(
+                crate::checked::repack_checked(
                     SourceType::Pq2_0,
                     p.layout(142).unwrap().1,
                     src.as_ptr().cast(),
@@ -999,5 +1050,72 @@ mod tests {
         assert_eq!(p.mul_mat_plan(142, 16, 256, 2, 0, false), Err(Error::InvalidArgument));
         assert_eq!(p.mul_mat_plan(142, 16, 200, 2, 1, false), Err(Error::Shape));
         let _ = BlockPtq1_0::default();
+    }
+
+    /// A tensor view of `v` with ggml's dense strides.
+    fn tv(v: &mut [f32], ne: [i64; 4]) -> ggml_t2p_tensor_view {
+        let nb = [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]].map(|x| x as u64);
+        ggml_t2p_tensor_view { data: v.as_mut_ptr().cast(), type_: 0, ne, nb }
+    }
+
+    #[test]
+    fn the_hybrid_ops() {
+        use crate::hybrid::{split, FloatPath, SsmConv, View};
+        let (p, _) = make(fake(&[("GGML_T2P_KERNEL", b"ref")]));
+        let p = p.unwrap();
+        // A short conv: 4 taps, 20 channels, 3 tokens, as the scalar contract computes it.
+        let mut x: Vec<f32> = (0..6 * 20).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut w: Vec<f32> = (0..4 * 20).map(|i| (i as f32 * 0.11).cos()).collect();
+        let mut got = vec![f32::NAN; 20 * 3];
+        let srcs = [tv(&mut x, [6, 20, 1, 1]), tv(&mut w, [4, 20, 1, 1])];
+        let dst = tv(&mut got, [20, 3, 1, 1]);
+        for ith in 0..3 {
+            // SAFETY: the views describe the vectors above.
+            assert_eq!(unsafe { p.hybrid_op(OP_SSM_CONV, &srcs, &dst, ith, 3) }, Ok(()));
+        }
+        let mut want = vec![0f32; 20 * 3];
+        // SAFETY: as above.
+        let conv = unsafe {
+            SsmConv::new(
+                View::contiguous(x.as_ptr(), [6, 20, 1, 1]),
+                View::contiguous(w.as_ptr(), [4, 20, 1, 1]),
+                View::contiguous(want.as_mut_ptr().cast_const(), [20, 3, 1, 1]),
+            )
+        }
+        .unwrap();
+        conv.run(FloatPath::Scalar, split(conv.units(), 1, 0));
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+
+        // Declines and malformed calls: nothing written; one warning per op kind for a malformed one.
+        let mut f64_dst = tv(&mut got, [20, 3, 1, 1]);
+        f64_dst.type_ = 1;
+        // SAFETY: as above (nothing is read on these paths).
+        unsafe {
+            assert_eq!(p.hybrid_op(OP_SSM_CONV, &srcs, &f64_dst, 0, 1), Err(Error::Unsupported));
+            assert_eq!(p.hybrid_op(OP_SSM_CONV, &srcs[..1], &dst, 0, 1), Err(Error::InvalidArgument));
+            assert_eq!(p.hybrid_op(OP_SSM_CONV, &srcs[..1], &dst, 0, 1), Err(Error::InvalidArgument));
+            assert_eq!(p.hybrid_op(OP_SSM_CONV, &srcs, &dst, 3, 3), Err(Error::Range));
+            assert_eq!(p.hybrid_op(7, &srcs, &dst, 0, 1), Err(Error::InvalidArgument));
+        }
+        let host = fake(&[("GGML_T2P_KERNEL", b"ref")]);
+        let lines = host.lines.clone();
+        let p = Plugin::new(Box::new(host)).unwrap();
+        // SAFETY: as above.
+        unsafe {
+            let _ = p.hybrid_op(OP_SSM_CONV, &srcs[..1], &dst, 0, 1);
+            let _ = p.hybrid_op(OP_SSM_CONV, &srcs[..1], &dst, 0, 1);
+            let _ = p.hybrid_op(OP_SSM_CONV, &srcs, &f64_dst, 0, 1);
+        }
+        let warned: Vec<_> =
+            lines.lock().unwrap().iter().filter(|(l, _)| *l == LogLevel::Warn).map(|(_, t)| t.clone()).collect();
+        assert_eq!(warned, [b"ggml-t2p: SSM_CONV left to ggml: InvalidArgument (1 sources)\n".to_vec()]);
+
+        // GGML_T2P_HYBRID=0: every op declined.
+        let (p, _) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_HYBRID", b"0")]));
+        // SAFETY: as above.
+        assert_eq!(unsafe { p.unwrap().hybrid_op(OP_SSM_CONV, &srcs, &dst, 0, 1) }, Err(Error::Unsupported));
     }
 }

@@ -127,6 +127,43 @@ static ggml_t2p_plugin * make_plugin(const char * const * env, int32_t * st, int
     return p;
 }
 
+/* A dense F32 view of ggml's shape ne (4 dims). */
+static ggml_t2p_tensor_view f32_view(float * data, int64_t n0, int64_t n1, int64_t n2) {
+    ggml_t2p_tensor_view v = { data, 0, { n0, n1, n2, 1 }, { 4, 4 * (uint64_t) n0, 4 * (uint64_t) (n0 * n1), 4 * (uint64_t) (n0 * n1 * n2) } };
+    return v;
+}
+
+/* The hybrid's short conv through the plugin, 3 threads: small integers, so every product and sum
+ * is exact and the C formula needs no FMA of its own; then what is declined or malformed. */
+static void hybrid_checks(const ggml_t2p_plugin * p) {
+    enum { NC = 4, CH = 21, T = 5 };
+    static float x[CH][NC - 1 + T], w[CH][NC], y[T][CH];
+    for (int c = 0; c < CH; ++c) {
+        for (int t = 0; t < NC - 1 + T; ++t) x[c][t] = (float) ((c * 7 + t * 3) % 11 - 5);
+        for (int i = 0; i < NC; ++i) w[c][i] = (float) ((c + i * 5) % 7 - 3);
+    }
+    ggml_t2p_tensor_view srcs[2] = { f32_view(&x[0][0], NC - 1 + T, CH, 1), f32_view(&w[0][0], NC, CH, 1) };
+    ggml_t2p_tensor_view dst     = f32_view(&y[0][0], CH, T, 1);
+    int ok = 1;
+    for (int ith = 0; ith < 3; ++ith) ok &= ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_SSM_CONV, srcs, 2, &dst, ith, 3) == GGML_T2P_OK;
+    for (int t = 0; t < T; ++t) {
+        for (int c = 0; c < CH; ++c) {
+            float s = 0.0f;
+            for (int i = 0; i < NC; ++i) s += x[c][t + i] * w[c][i];
+            ok &= y[t][c] == s;
+        }
+    }
+    CHECK(ok, "hybrid: SSM_CONV through the plugin, 3 threads");
+    y[0][0] = 1234.0f;
+    ggml_t2p_tensor_view f16 = dst;
+    f16.type = 1;
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_SSM_CONV, srcs, 2, &f16, 0, 1) == GGML_T2P_ERR_UNSUPPORTED && y[0][0] == 1234.0f, "hybrid: F16 declined, nothing written");
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_GATED_DELTA_NET, srcs, 2, &dst, 0, 1) == GGML_T2P_ERR_INVALID_ARGUMENT, "hybrid: wrong source count");
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_SSM_CONV, srcs, 2, &dst, 1, 1) == GGML_T2P_ERR_RANGE, "hybrid: ith >= nth");
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_SSM_CONV, NULL, 2, &dst, 0, 1) == GGML_T2P_ERR_NULL, "hybrid: NULL sources");
+    CHECK(ggml_t2p_plugin_hybrid_op(NULL, GGML_T2P_OP_SSM_CONV, srcs, 2, &dst, 0, 1) == GGML_T2P_ERR_NULL, "hybrid: NULL plugin");
+}
+
 static void plugin_checks(const pq2_0_block * w) {
     enum { PK = K, PN = NROWS, PC = 5 };
     int32_t st;
@@ -143,7 +180,7 @@ static void plugin_checks(const pq2_0_block * w) {
     int32_t lay = -1, native = -1;
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
     snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
-    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's)\n") != NULL,
+    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET and SSM_CONV on)\n") != NULL,
           "plugin: enabled line '%s'", host_log);
     CHECK(host_q8k_values == GGML_T2P_Q8K_PROBE_VALUES, "plugin: the probe ran the host's quantizer once (%d values)", host_q8k_values);
     CHECK(ggml_t2p_plugin_layout(p, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_OK && lay == native, "plugin layout %d", lay);
@@ -230,7 +267,7 @@ static void plugin_checks(const pq2_0_block * w) {
     /* the host's quantizer on request; a host quantizer of its own; bad arguments */
     const char * ggml_q[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_QUANTIZE", "ggml", "GGML_T2P_RELEASE_SOURCE", "no", NULL };
     p = make_plugin(ggml_q, &st, &lines);
-    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml))\n") != NULL && host_q8k_values == 0,
+    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET and SSM_CONV on)\n") != NULL && host_q8k_values == 0,
           "plugin: QUANTIZE=ggml '%s'", host_log);
     {
         static char work[1 << 16];
@@ -242,6 +279,7 @@ static void plugin_checks(const pq2_0_block * w) {
     }
     CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size) == GGML_T2P_OK && ggml_t2p_plugin_report(p) == GGML_T2P_OK &&
           strstr(host_log, "; kernel ref; source pages kept (GGML_T2P_RELEASE_SOURCE=0)\n") != NULL, "plugin: release off '%s'", host_log);
+    hybrid_checks(p);
     ggml_t2p_plugin_free(p);
     ggml_t2p_plugin_free(NULL);
     CHECK(ggml_t2p_plugin_new(NULL, host_types, host_q8k, NULL, NULL, &p) == GGML_T2P_ERR_NULL, "plugin new: NULL env");

@@ -1,0 +1,327 @@
+//! The hybrid's float ops (`ggml_t2p::hybrid`): every level and work split gives the scalar
+//! contract's bits; the contract is the stock op's arithmetic in stock's order (checked against a
+//! second, literal transcription of ggml-cpu's loop structure); a ubatch split gives the same bits
+//! as one ubatch; what we do not handle is declined.
+
+mod common;
+
+use common::Rng;
+use ggml_t2p::hybrid::{reference, split, FloatPath, GatedDeltaNet, SsmConv, View};
+use ggml_t2p::reference::fma_f32;
+use ggml_t2p::Error;
+
+/// Floats in [-1, 1), with some exact zeros and negative zeros (signs of zero must agree too).
+fn randv(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| match rng.below(50) {
+            0 => 0.0,
+            1 => -0.0,
+            _ => rng.unit(),
+        })
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The float paths of every level under test.
+fn paths() -> Vec<(String, FloatPath)> {
+    common::levels().into_iter().map(|l| (l.name().to_string(), FloatPath::for_level(l))).collect()
+}
+
+/// A gated-delta-net problem in ggml's layout: q, k (S x Hk x T x nq3), v (S x H x T x n), g and
+/// beta (1 x H x T x n), state (S*S*H x 1 x n).
+struct Gdn {
+    s: usize,
+    h: usize,
+    hk: usize,
+    t: usize,
+    n: usize,
+    nq3: usize,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    g: Vec<f32>,
+    beta: Vec<f32>,
+    state: Vec<f32>,
+}
+
+impl Gdn {
+    fn new(rng: &mut Rng, s: usize, h: usize, hk: usize, t: usize, n: usize, nq3: usize) -> Gdn {
+        // L2-normalized-ish keys and queries keep the state bounded as in the model.
+        let norm = 1.0 / (s as f32).sqrt();
+        let mut kq = |len| randv(rng, len).into_iter().map(|x| x * norm).collect::<Vec<_>>();
+        let q = kq(s * hk * t * nq3);
+        let k = kq(s * hk * t * nq3);
+        let v = randv(rng, s * h * t * n);
+        let g = (0..h * t * n).map(|_| -rng.unit().abs() * 2.0).collect();
+        let beta = (0..h * t * n).map(|_| 0.5 + 0.5 * rng.unit()).collect();
+        let state = randv(rng, s * s * h * n);
+        Gdn { s, h, hk, t, n, nq3, q, k, v, g, beta, state }
+    }
+
+    fn out_len(&self) -> usize {
+        self.s * self.h * self.t * self.n + self.s * self.s * self.h * self.n
+    }
+
+    fn views(&self) -> [View; 6] {
+        let (s, h, hk, t, n, nq3) = (self.s, self.h, self.hk, self.t, self.n, self.nq3);
+        [
+            View::contiguous(self.q.as_ptr(), [s, hk, t, nq3]),
+            View::contiguous(self.k.as_ptr(), [s, hk, t, nq3]),
+            View::contiguous(self.v.as_ptr(), [s, h, t, n]),
+            View::contiguous(self.g.as_ptr(), [1, h, t, n]),
+            View::contiguous(self.beta.as_ptr(), [1, h, t, n]),
+            View::contiguous(self.state.as_ptr(), [s * s * h, 1, n, 1]),
+        ]
+    }
+
+    /// Runs with `path`, its units split over `parts` "threads" (run one after another, in an
+    /// order that is not theirs).
+    fn run(&self, path: FloatPath, parts: usize) -> Vec<f32> {
+        let mut dst = vec![f32::NAN; self.out_len()];
+        // SAFETY: the views describe this problem's vectors, dst has out_len floats.
+        let op = unsafe { GatedDeltaNet::new(self.views(), dst.as_mut_ptr(), dst.len()) }.expect("handled");
+        for i in (0..parts).rev() {
+            op.run(path, split(op.units(), parts, i));
+        }
+        dst
+    }
+
+    /// ggml-cpu's loop literally: the whole state scaled, then every delta, then every update,
+    /// then every output (ops.cpp, `gated_delta_net_one_chunk`), with the contract's dot.
+    fn stock_order(&self) -> Vec<f32> {
+        let (s, h, t_n) = (self.s, self.h, self.t);
+        let mut dst = vec![0f32; self.out_len()];
+        let out_len = s * h * t_n * self.n;
+        let scale = 1.0 / (s as f32).sqrt();
+        for sq in 0..self.n {
+            for hv in 0..h {
+                let mut m = self.state[(sq * h + hv) * s * s..][..s * s].to_vec();
+                let (iq1, iq3) = (hv % self.hk, sq / (self.n / self.nq3));
+                for t in 0..t_n {
+                    let kq = ((iq3 * t_n + t) * self.hk + iq1) * s;
+                    let (k, q) = (&self.k[kq..kq + s], &self.q[kq..kq + s]);
+                    let v = &self.v[((sq * t_n + t) * h + hv) * s..][..s];
+                    let gi = (sq * t_n + t) * h + hv;
+                    let e = self.g[gi].exp();
+                    m.iter_mut().for_each(|x| *x *= e);
+                    let delta: Vec<f32> =
+                        (0..s).map(|j| (v[j] - reference::dot(&m[j * s..][..s], k)) * self.beta[gi]).collect();
+                    for j in 0..s {
+                        for i in 0..s {
+                            m[j * s + i] = fma_f32(k[i], delta[j], m[j * s + i]);
+                        }
+                    }
+                    for j in 0..s {
+                        dst[((sq * t_n + t) * h + hv) * s + j] = reference::dot(&m[j * s..][..s], q) * scale;
+                    }
+                }
+                dst[out_len + (sq * h + hv) * s * s..][..s * s].copy_from_slice(&m);
+            }
+        }
+        dst
+    }
+}
+
+#[test]
+fn gdn_contract_is_stock_order() {
+    let mut rng = Rng(11);
+    for &(s, h, hk, t, n, nq3) in
+        &[(64, 2, 2, 3, 1, 1), (128, 4, 2, 5, 2, 1), (128, 2, 1, 1, 2, 2), (256, 1, 1, 2, 1, 1)]
+    {
+        let p = Gdn::new(&mut rng, s, h, hk, t, n, nq3);
+        let want = p.stock_order();
+        assert_eq!(bits(&p.run(FloatPath::Scalar, 1)), bits(&want), "S {s} H {h} Hk {hk} T {t} n {n}");
+    }
+}
+
+#[test]
+fn gdn_every_level_and_split_same_bits() {
+    let mut rng = Rng(12);
+    for &(s, h, hk, t, n, nq3) in
+        &[(128, 4, 2, 7, 2, 1), (64, 3, 3, 2, 1, 1), (256, 2, 1, 3, 2, 2), (128, 16, 16, 1, 1, 1)]
+    {
+        let p = Gdn::new(&mut rng, s, h, hk, t, n, nq3);
+        let want = bits(&p.run(FloatPath::Scalar, 1));
+        assert!(p.run(FloatPath::Scalar, 1).iter().all(|x| x.is_finite()));
+        for (name, path) in paths() {
+            for parts in [1, 2, 3, 16, 1000] {
+                assert_eq!(bits(&p.run(path, parts)), want, "{name} parts {parts} S {s} H {h} T {t}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gdn_ubatch_split_same_bits() {
+    let mut rng = Rng(13);
+    let (s, h, t) = (128, 4, 9);
+    let whole = Gdn::new(&mut rng, s, h, h, t, 1, 1);
+    for (name, path) in paths() {
+        let want = whole.run(path, 2);
+        for cut in [1, 4, 8] {
+            // First ubatch: tokens 0..cut from the initial state; second: the rest from its state.
+            let part = |t0: usize, t1: usize, state: &[f32]| {
+                let take = |x: &[f32], w: usize| x[t0 * w * h..t1 * w * h].to_vec();
+                let p = Gdn {
+                    s,
+                    h,
+                    hk: h,
+                    t: t1 - t0,
+                    n: 1,
+                    nq3: 1,
+                    q: take(&whole.q, s),
+                    k: take(&whole.k, s),
+                    v: take(&whole.v, s),
+                    g: take(&whole.g, 1),
+                    beta: take(&whole.beta, 1),
+                    state: state.to_vec(),
+                };
+                p.run(path, 3)
+            };
+            let a = part(0, cut, &whole.state);
+            let b = part(cut, t, &a[s * h * cut..]);
+            let mut got = a[..s * h * cut].to_vec();
+            got.extend_from_slice(&b);
+            assert_eq!(bits(&got), bits(&want), "{name} cut {cut}");
+        }
+    }
+}
+
+#[test]
+fn gdn_declines_what_stock_must_run() {
+    let mut rng = Rng(14);
+    let p = Gdn::new(&mut rng, 128, 2, 2, 2, 1, 1);
+    let mut dst = vec![0f32; p.out_len()];
+    let try_views = |v: [View; 6], dst: &mut [f32]| unsafe { GatedDeltaNet::new(v, dst.as_mut_ptr(), dst.len()) }.err();
+    assert_eq!(try_views(p.views(), &mut dst), None);
+    // A gate per element (KDA).
+    let g_kda = vec![0f32; 128 * 2 * 2];
+    let mut v = p.views();
+    v[3] = View::contiguous(g_kda.as_ptr(), [128, 2, 2, 1]);
+    assert_eq!(try_views(v, &mut dst), Some(Error::Unsupported));
+    // Two state slots (K > 1).
+    let st2 = vec![0f32; 128 * 128 * 2 * 2];
+    let mut v = p.views();
+    v[5] = View::contiguous(st2.as_ptr(), [128 * 128 * 2, 2, 1, 1]);
+    assert_eq!(try_views(v, &mut dst), Some(Error::Unsupported));
+    // A head size that is not a multiple of 64.
+    let p96 = Gdn::new(&mut rng, 96, 1, 1, 1, 1, 1);
+    let mut d96 = vec![0f32; p96.out_len()];
+    assert_eq!(try_views(p96.views(), &mut d96), Some(Error::Unsupported));
+    // Strided rows.
+    let mut v = p.views();
+    v[0].nb[0] = 8;
+    assert_eq!(try_views(v, &mut dst), Some(Error::Unsupported));
+    // A destination too small, and one that overlaps a source.
+    assert_eq!(try_views(p.views(), &mut dst[1..]), Some(Error::Shape));
+    let mut big = vec![0f32; p.out_len() + p.state.len()];
+    let mut v = p.views();
+    v[5] = View::contiguous(big[p.out_len()..].as_ptr(), [128 * 128 * 2, 1, 1, 1]);
+    assert_eq!(try_views(v, &mut big[..p.out_len()]), None);
+    v[5] = View::contiguous(big[p.out_len() - 4..].as_ptr(), [128 * 128 * 2, 1, 1, 1]);
+    assert_eq!(try_views(v, &mut big[..p.out_len()]), Some(Error::Unsupported));
+    // Shapes that disagree.
+    let mut v = p.views();
+    v[4] = View::contiguous(p.beta.as_ptr(), [1, 1, 2, 1]);
+    assert_eq!(try_views(v, &mut dst), Some(Error::Shape));
+    let mut v = p.views();
+    v[0].ne[1] = 3;
+    assert_eq!(try_views(v, &mut dst), Some(Error::Shape));
+    // Null.
+    let mut v = p.views();
+    v[2].data = core::ptr::null();
+    assert_eq!(try_views(v, &mut dst), Some(Error::Null));
+}
+
+/// The short conv: x (n - 1 + T) x ch x seqs, w n x ch, dst ch x T x seqs.
+#[allow(clippy::too_many_arguments)]
+fn conv_run(
+    path: FloatPath,
+    x: &[f32],
+    w: &[f32],
+    n: usize,
+    ch: usize,
+    t: usize,
+    seqs: usize,
+    parts: usize,
+) -> Vec<f32> {
+    let mut dst = vec![f32::NAN; ch * t * seqs];
+    let xv = View::contiguous(x.as_ptr(), [n - 1 + t, ch, seqs, 1]);
+    let wv = View::contiguous(w.as_ptr(), [n, ch, 1, 1]);
+    let dv = View::contiguous(dst.as_mut_ptr().cast_const(), [ch, t, seqs, 1]);
+    // SAFETY: the views describe these vectors.
+    let op = unsafe { SsmConv::new(xv, wv, dv) }.expect("handled");
+    for i in 0..parts {
+        op.run(path, split(op.units(), parts, i));
+    }
+    dst
+}
+
+#[test]
+fn conv_every_level_and_split_is_the_contract() {
+    let mut rng = Rng(21);
+    for &(n, ch, t, seqs) in
+        &[(4, 48, 1, 1), (4, 20, 3, 2), (4, 37, 64, 1), (4, 32, 130, 2), (3, 16, 65, 1), (8, 17, 9, 1), (1, 5, 2, 1)]
+    {
+        let x = randv(&mut rng, (n - 1 + t) * ch * seqs);
+        let w = randv(&mut rng, n * ch);
+        // ggml-cpu's loop, with its sum contracted to FMAs.
+        let mut want = vec![0f32; ch * t * seqs];
+        for sq in 0..seqs {
+            for tt in 0..t {
+                for c in 0..ch {
+                    let xr = &x[(sq * ch + c) * (n - 1 + t) + tt..][..n];
+                    want[(sq * t + tt) * ch + c] = reference::conv(xr, &w[c * n..][..n]);
+                }
+            }
+        }
+        for (name, path) in paths() {
+            for parts in [1, 2, 5] {
+                assert_eq!(
+                    bits(&conv_run(path, &x, &w, n, ch, t, seqs, parts)),
+                    bits(&want),
+                    "{name} n {n} ch {ch} T {t}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_declines_what_stock_must_run() {
+    let x = [0f32; 12 * 4];
+    let w = [0f32; 9 * 4];
+    let dst = [0f32; 4 * 4];
+    // SAFETY: every view lies inside its vector.
+    let make = |xv, wv, dv| unsafe { SsmConv::new(xv, wv, dv) }.err();
+    let ok = make(
+        View::contiguous(x.as_ptr(), [7, 4, 1, 1]),
+        View::contiguous(w.as_ptr(), [4, 4, 1, 1]),
+        View::contiguous(dst.as_ptr(), [4, 4, 1, 1]),
+    );
+    assert_eq!(ok, None);
+    // Nine taps: wider than MAX_CONV.
+    let wide = make(
+        View::contiguous(x.as_ptr(), [12, 4, 1, 1]),
+        View::contiguous(w.as_ptr(), [9, 4, 1, 1]),
+        View::contiguous(dst.as_ptr(), [4, 4, 1, 1]),
+    );
+    assert_eq!(wide, Some(Error::Unsupported));
+    // Tokens that disagree with the window.
+    let bad = make(
+        View::contiguous(x.as_ptr(), [8, 4, 1, 1]),
+        View::contiguous(w.as_ptr(), [4, 4, 1, 1]),
+        View::contiguous(dst.as_ptr(), [4, 4, 1, 1]),
+    );
+    assert_eq!(bad, Some(Error::Shape));
+    // Output on top of the input.
+    let over = make(
+        View::contiguous(x.as_ptr(), [7, 4, 1, 1]),
+        View::contiguous(w.as_ptr(), [4, 4, 1, 1]),
+        View::contiguous(x.as_ptr(), [4, 4, 1, 1]),
+    );
+    assert_eq!(over, Some(Error::Unsupported));
+}
