@@ -49,10 +49,10 @@ pub(crate) fn overlaps(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
     a != 0 && b != 0 && a_len != 0 && b_len != 0 && a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
 }
 
-/// [`ggml_t2p_repack`] after the conversion of its type, layout and dimensions.
+/// [`ggml_t2p_repack`](crate::ffi::ggml_t2p_repack) after the conversion of its type, layout and dimensions.
 ///
 /// # Safety
-/// As [`ggml_t2p_repack`].
+/// As [`ggml_t2p_repack`](crate::ffi::ggml_t2p_repack).
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn repack_checked(
     st: SourceType,
@@ -108,11 +108,11 @@ pub(crate) unsafe fn repack_checked(
     }
 }
 
-/// [`ggml_t2p_gemm`] after the conversion of its layout, level (one that runs `lay`) and
+/// [`ggml_t2p_gemm`](crate::ffi::ggml_t2p_gemm) after the conversion of its layout, level (one that runs `lay`) and
 /// dimensions.
 ///
 /// # Safety
-/// As [`ggml_t2p_gemm`].
+/// As [`ggml_t2p_gemm`](crate::ffi::ggml_t2p_gemm).
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_checked(
     lay: Layout,

@@ -4,7 +4,7 @@
 //!
 //! # Numerics: the contract (docs/numerics.md, "The hybrid's float ops")
 //! These are float ops, so "exact" means one fixed order of rounded operations, the same at every
-//! kernel level ([`FloatPath`]), thread count and ubatch split; [`reference`] writes it out in
+//! kernel level ([`FloatPath`]), thread count and ubatch split; [`mod@reference`] writes it out in
 //! scalar Rust and every SIMD path reproduces it bit for bit.
 //!
 //! **Gated delta rule**, per sequence `s`, value head `h` and token `t`, with the state `M` (`S x S`
@@ -63,7 +63,7 @@ pub const CONV_TILE_TOKENS: usize = 64;
 /// Which float SIMD code runs; every path gives the same bits (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FloatPath {
-    /// Portable scalar Rust ([`reference`]).
+    /// Portable scalar Rust ([`mod@reference`]).
     Scalar,
     /// AVX2 + FMA (the `avx2` and `avxvnni` levels): a 16-lane sum is two ymm.
     Avx2,
@@ -383,6 +383,32 @@ impl SsmConv {
         }
     }
 
+    /// The whole blocks of 16 channels x 16 tokens that run without a tile (AVX-512F, a full
+    /// unit of channels); returns the tokens done (0 on other paths). The last tokens take tiles.
+    ///
+    /// # Safety
+    /// As `run`.
+    #[allow(unused_variables, unused_mut)]
+    unsafe fn blocks16(&self, path: FloatPath, sq: usize, c0: usize, cw: usize, wt: &[[f32; 16]; MAX_CONV]) -> usize {
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if path == FloatPath::Avx512 && cw == CONV_UNIT_CHANNELS && self.dst.nb[1].is_multiple_of(4) {
+            let (n, t_n) = (self.w.ne[0], self.dst.ne[1]);
+            // SAFETY: channel rows hold n - 1 + T floats, so tokens t0 .. t0 + 16 (t0 + 16 <= T)
+            // read n + 15 of them; dst rows t0 .. t0 + 16 hold channels c0 .. c0 + 16.
+            unsafe {
+                let rows: [*const f32; 16] = core::array::from_fn(|c| self.x.data.add(self.x.at(c0 + c, sq, 0)));
+                while done + 16 <= t_n {
+                    let x = rows.map(|p| p.add(done));
+                    let d = (self.dst.data as *mut f32).add(self.dst.at(done, sq, 0) + c0);
+                    x86::conv_block_avx512(&x, wt, n, d, self.dst.nb[1] / 4);
+                    done += 16;
+                }
+            }
+        }
+        done
+    }
+
     /// Channels `c0 ..` (up to 16) of sequence `sq`, every token, in tiles of
     /// [`CONV_TILE_TOKENS`]: the inputs are transposed into a stack tile (16 channels per token),
     /// then each output vector is `n` FMAs.
@@ -402,22 +428,8 @@ impl SsmConv {
                 tap[c] = unsafe { *wr.add(i) };
             }
         }
-        let mut t_start = 0;
-        #[cfg(target_arch = "x86_64")]
-        if path == FloatPath::Avx512 && cw == CONV_UNIT_CHANNELS && self.dst.nb[1].is_multiple_of(4) {
-            // Whole blocks of 16 channels x 16 tokens without a tile; the last tokens below.
-            // SAFETY: channel rows hold n - 1 + T floats, so tokens t0 .. t0 + 16 (t0 + 16 <= T)
-            // read n + 15 of them; dst rows t0 .. t0 + 16 hold channels c0 .. c0 + 16.
-            unsafe {
-                let rows: [*const f32; 16] = core::array::from_fn(|c| self.x.data.add(self.x.at(c0 + c, sq, 0)));
-                while t_start + 16 <= t_n {
-                    let x = rows.map(|p| p.add(t_start));
-                    let d = (self.dst.data as *mut f32).add(self.dst.at(t_start, sq, 0) + c0);
-                    x86::conv_block_avx512(&x, &wt, n, d, self.dst.nb[1] / 4);
-                    t_start += 16;
-                }
-            }
-        }
+        // SAFETY: as this function's.
+        let t_start = unsafe { self.blocks16(path, sq, c0, cw, &wt) };
         for t0 in (t_start..t_n).step_by(CONV_TILE_TOKENS) {
             let tb = (t_n - t0).min(CONV_TILE_TOKENS);
             for c in 0..cw {
