@@ -1,5 +1,6 @@
-// decode-profile.cpp - times each op of llama.cpp decode steps through the scheduler's graph
-// evaluation callback (llama_context_params.cb_eval) and prints JSON for tools/profile.py.
+// decode-profile.cpp - times each op of llama.cpp decode steps (or of whole prompt batches) through the
+// scheduler's graph evaluation callback (llama_context_params.cb_eval) and prints JSON for
+// tools/profile.py.
 //
 // Built by tools/profile.py against a llama.cpp checkout's headers (include/, ggml/include/) and its
 // built libllama / libggml / libggml-base; it uses the public API only. Not a tool of its own: run
@@ -19,7 +20,16 @@
 //          planned for 1 thread (scheduler loop, plan, synchronize, callback), which profile.py
 //          subtracts. After every round, compute_cost_us() times a one-op graph at 1 and at THREADS
 //          threads: the difference is a thread fork/join, which ops run on all threads pay on top.
-// Timing: steady_clock; a token is llama_decode + llama_synchronize.
+// A model with a recurrent state (Mamba, the Gated-DeltaNet blocks of qwen35) cannot drop the last
+// positions (its state is not kept per token unless n_rs_seq > 0, which changes the graph): when
+// llama_memory_seq_rm refuses, the memory is cleared and the prompt decoded again, untimed ("reprompts"
+// in the JSON).
+//
+// --kind prompt: a step is one whole batch of P tokens instead, decoded as ONE ubatch (n_batch =
+// n_ubatch = P) at positions 0..P-1 on an empty memory (cleared before every batch, untimed), with the
+// logits of the last token only, as llama-bench's pp test; the same three modes, N batches per mode and
+// round. No prompt is decoded before the rounds.
+// Timing: steady_clock; a step is llama_decode + llama_synchronize.
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -51,6 +61,7 @@ struct NodeInfo {
     bool src0_weights = false;
     size_t src0_bytes = 0;
     int64_t ne[4] = {0, 0, 0, 0};
+    int64_t src0_ne[4] = {0, 0, 0, 0};
 };
 
 struct Segment {
@@ -100,6 +111,9 @@ NodeInfo describe(const ggml_tensor * t) {
         n.src0_name = s0->name;
         n.src0_type = ggml_type_name(s0->type);
         n.src0_bytes = ggml_nbytes(s0);
+        for (int i = 0; i < 4; i++) {
+            n.src0_ne[i] = s0->ne[i];
+        }
         ggml_backend_buffer_t buf = s0->buffer ? s0->buffer : (s0->view_src ? s0->view_src->buffer : nullptr);
         if (buf) {
             n.src0_buft = ggml_backend_buft_name(ggml_backend_buffer_get_type(buf));
@@ -202,13 +216,15 @@ double compute_cost_us(int threads) {
 void usage(const char * argv0) {
     fprintf(stderr,
             "usage: %s -m MODEL.gguf -o OUT.json [-t THREADS] [-p PROMPT_TOKENS] [-n STEPS] [-r ROUNDS] [-w WARMUP]\n"
-            "          [--fa on|off|auto] [--mmap 0|1] [--modes none,light,nodes] [--seed N]\n"
+            "          [--kind decode|prompt] [--fa on|off|auto] [--mmap 0|1] [--modes none,light,nodes] [--seed N]\n"
+            "--kind prompt: a step is a whole batch of PROMPT_TOKENS tokens (one ubatch); -n batches per mode\n"
+            "and round, -w batches of warm-up per context.\n"
             "Not meant to be run by hand: tools/profile.py builds and runs it.\n",
             argv0);
 }
 
 struct Args {
-    std::string model, out, fa = "auto", modes = "none,light,nodes";
+    std::string model, out, fa = "auto", modes = "none,light,nodes", kind = "decode";
     int threads = 1, n_prompt = 16, n_gen = 8, rounds = 2, mmap = 0, warmup = 8;
     unsigned seed = 42;
 };
@@ -231,6 +247,7 @@ bool parse(int argc, char ** argv, Args & a) {
         else if (k == "--fa") a.fa = v;
         else if (k == "--mmap") a.mmap = atoi(v);
         else if (k == "--modes") a.modes = v;
+        else if (k == "--kind") a.kind = v;
         else if (k == "--seed") a.seed = (unsigned) strtoul(v, nullptr, 10);
         else {
             fprintf(stderr, "decode-profile: unknown argument %s\n", k.c_str());
@@ -239,7 +256,7 @@ bool parse(int argc, char ** argv, Args & a) {
     }
     if (a.model.empty() || a.out.empty() || a.threads < 1 || a.n_prompt < 1 || a.n_gen < 1 || a.rounds < 1 ||
         a.warmup < 1 ||
-        (a.fa != "on" && a.fa != "off" && a.fa != "auto")) {
+        (a.fa != "on" && a.fa != "off" && a.fa != "auto") || (a.kind != "decode" && a.kind != "prompt")) {
         fprintf(stderr, "decode-profile: bad arguments\n");
         return false;
     }
@@ -296,41 +313,71 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
+    const bool prompt_kind = a.kind == "prompt";
     std::mt19937 rng(a.seed);
     std::uniform_int_distribution<int> pick(0, n_vocab - 1);
     std::vector<llama_token> prompt(a.n_prompt);
     for (auto & t : prompt) {
         t = pick(rng);
     }
-    double prompt_us[2];
-    for (int c = 0; c < 2; c++) {
-        llama_context * ctx = c ? probed : plain;
+    // decodes the prompt in CTX; the callback (probed context) asks for no node, so the graph is computed
+    // in one go and nothing is recorded
+    auto decode_prompt = [&](llama_context * ctx) {
+        const Mode mode = probe.mode;
+        const int n_nodes = probe.n_nodes;
         probe.mode = Mode::light;
-        probe.n_nodes = 1 << 30;        // the prompt's graph: never asked for, computed in one go
+        probe.n_nodes = 1 << 30;
         probe.reset();
         const clk::time_point t0 = clk::now();
         if (llama_decode(ctx, llama_batch_get_one(prompt.data(), (int32_t) prompt.size())) != 0) {
             fprintf(stderr, "decode-profile: the prompt failed to decode\n");
-            return 1;
+            exit(1);
         }
         llama_synchronize(ctx);
-        prompt_us[c] = us_since(t0, clk::now());
+        const double us = us_since(t0, clk::now());
+        probe.mode = mode;
+        probe.n_nodes = n_nodes;
+        return us;
+    };
+    double prompt_us[2] = {0, 0};
+    if (!prompt_kind) {
+        for (int c = 0; c < 2; c++) {
+            prompt_us[c] = decode_prompt(c ? probed : plain);
+        }
     }
 
+    // one step: a single token after the prompt (decode), or a whole batch of N_PROMPT tokens on an empty
+    // memory (prompt; the memory is cleared first, untimed)
+    std::vector<llama_token> batch(prompt_kind ? a.n_prompt : 1);
     auto step = [&](llama_context * ctx) {
-        llama_token tok = pick(rng);
+        if (prompt_kind) {
+            llama_memory_clear(llama_get_memory(ctx), false);
+        }
+        for (auto & t : batch) {
+            t = pick(rng);
+        }
         probe.reset();
         const clk::time_point t0 = clk::now();
-        if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
-            fprintf(stderr, "decode-profile: a decode step failed\n");
+        if (llama_decode(ctx, llama_batch_get_one(batch.data(), (int32_t) batch.size())) != 0) {
+            fprintf(stderr, "decode-profile: a %s failed\n", prompt_kind ? "prompt batch" : "decode step");
             exit(1);
         }
         llama_synchronize(ctx);
         const clk::time_point t1 = clk::now();
         return std::make_pair(us_since(t0, t1), t1);
     };
+    // back to the state right after the prompt (decode); a recurrent state cannot drop positions (the
+    // memory refuses): then clear it and decode the prompt again, untimed
+    int reprompts = 0;
     auto rewind = [&](llama_context * ctx) {
-        llama_memory_seq_rm(llama_get_memory(ctx), 0, a.n_prompt, -1);
+        if (prompt_kind) {
+            return;         // every batch starts on an empty memory anyway
+        }
+        if (!llama_memory_seq_rm(llama_get_memory(ctx), 0, a.n_prompt, -1)) {
+            llama_memory_clear(llama_get_memory(ctx), false);
+            decode_prompt(ctx);
+            reprompts++;
+        }
     };
 
     // warm-up: WARMUP steps per context, not recorded (the first steps after a load run slower); the
@@ -369,9 +416,10 @@ int main(int argc, char ** argv) {
             for (int i = 0; i < a.n_gen; i++) {
                 const auto [tok_us, t_end] = step(ctx);
                 char buf[256];
-                snprintf(buf, sizeof buf, "%s{\"round\":%d,\"pos\":%d,\"mode\":\"%s\",\"token_us\":%.2f",
-                         steps_json.empty() ? "" : ",\n", r, a.n_prompt + i,
-                         m == Mode::none ? "none" : m == Mode::light ? "light" : "nodes", tok_us);
+                snprintf(buf, sizeof buf, "%s{\"round\":%d,\"pos\":%d,\"n_tokens\":%d,\"mode\":\"%s\",\"%s\":%.2f",
+                         steps_json.empty() ? "" : ",\n", r, prompt_kind ? 0 : a.n_prompt + i, (int) batch.size(),
+                         m == Mode::none ? "none" : m == Mode::light ? "light" : "nodes",
+                         prompt_kind ? "batch_us" : "token_us", tok_us);
                 steps_json += buf;
                 if (m != Mode::none) {
                     if (probe.segs.empty() || probe.asked != probe.n_nodes) {
@@ -418,19 +466,23 @@ int main(int argc, char ** argv) {
     }
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
-    fprintf(f, "{\"format\":1,\"model\":%s,\"desc\":%s,\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"rounds\":%d,"
-               "\"warmup\":%d,\"fa\":%s,\"mmap\":%d,\"model_bytes\":%llu,\"prompt_us\":[%.1f,%.1f],\n\"nodes\":[\n",
-            json_str(a.model).c_str(), json_str(desc).c_str(), a.threads, a.n_prompt, a.n_gen, a.rounds,
-            a.warmup, json_str(a.fa).c_str(), a.mmap, (unsigned long long) llama_model_size(model), prompt_us[0],
-            prompt_us[1]);
+    fprintf(f, "{\"format\":2,\"kind\":%s,\"model\":%s,\"desc\":%s,\"threads\":%d,\"n_prompt\":%d,\"n_gen\":%d,"
+               "\"rounds\":%d,\"warmup\":%d,\"fa\":%s,\"mmap\":%d,\"n_batch\":%d,\"n_ubatch\":%d,\"model_bytes\":%llu,"
+               "\"prompt_us\":[%.1f,%.1f],\"reprompts\":%d,\n\"nodes\":[\n",
+            json_str(a.kind).c_str(), json_str(a.model).c_str(), json_str(desc).c_str(), a.threads, a.n_prompt,
+            a.n_gen, a.rounds, a.warmup, json_str(a.fa).c_str(), a.mmap, (int) llama_n_batch(plain),
+            (int) llama_n_ubatch(plain), (unsigned long long) llama_model_size(model), prompt_us[0], prompt_us[1],
+            reprompts);
     for (size_t k = 0; k < probe.table.size(); k++) {
         const NodeInfo & n = probe.table[k];
         fprintf(f, "%s{\"op\":%s,\"name\":%s,\"type\":%s,\"ne\":[%lld,%lld,%lld,%lld],\"src0\":%s,\"src0_type\":%s,"
-                   "\"src0_buft\":%s,\"src0_weights\":%s,\"src0_bytes\":%zu,\"src1_type\":%s}",
+                   "\"src0_buft\":%s,\"src0_weights\":%s,\"src0_bytes\":%zu,\"src0_ne\":[%lld,%lld,%lld,%lld],"
+                   "\"src1_type\":%s}",
                 k ? ",\n" : "", json_str(n.op).c_str(), json_str(n.name).c_str(), json_str(n.type).c_str(),
                 (long long) n.ne[0], (long long) n.ne[1], (long long) n.ne[2], (long long) n.ne[3],
                 json_str(n.src0_name).c_str(), json_str(n.src0_type).c_str(), json_str(n.src0_buft).c_str(),
-                n.src0_weights ? "true" : "false", n.src0_bytes, json_str(n.src1_type).c_str());
+                n.src0_weights ? "true" : "false", n.src0_bytes, (long long) n.src0_ne[0], (long long) n.src0_ne[1],
+                (long long) n.src0_ne[2], (long long) n.src0_ne[3], json_str(n.src1_type).c_str());
     }
     fprintf(f, "],\n\"compute_cost_us\":[");
     for (size_t k = 0; k < calib.size(); k++) {
