@@ -474,9 +474,7 @@ unsafe fn conv_tile(
     unsafe {
         match path {
             #[cfg(target_arch = "x86_64")]
-            FloatPath::Avx512 => x86::conv_tile_avx512(tile, w, n, tb, out),
-            #[cfg(target_arch = "x86_64")]
-            FloatPath::Avx2 => x86::conv_tile_avx2(tile, w, n, tb, out),
+            FloatPath::Avx512 | FloatPath::Avx2 => x86::conv_tile_avx2(tile, w, n, tb, out),
             #[cfg(target_arch = "aarch64")]
             FloatPath::Neon => neon::conv_tile(tile, w, n, tb, out),
             _ => reference::conv_tile(tile, w, n, tb, out),

@@ -175,36 +175,8 @@ pub(crate) unsafe fn gdn_rows_avx2(r: &Rows) {
     }
 }
 
-/// A conv tile with AVX-512F: one zmm of 16 channels per token, `n` FMAs.
-///
-/// # Safety
-/// The CPU has AVX-512F (`n` and `tb` are asserted).
-#[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn conv_tile_avx512(
-    tile: &ConvTile,
-    w: &[[f32; 16]; MAX_CONV],
-    n: usize,
-    tb: usize,
-    out: &mut ConvOut,
-) {
-    assert!(n <= MAX_CONV && tb + n - 1 <= tile.len() && tb <= out.len());
-    let mut wv = [_mm512_setzero_ps(); MAX_CONV];
-    for i in 0..n {
-        // SAFETY: a row of 16 floats.
-        wv[i] = unsafe { _mm512_loadu_ps(w[i].as_ptr()) };
-    }
-    for t in 0..tb {
-        let mut acc = _mm512_setzero_ps();
-        for i in 0..n {
-            // SAFETY: t + i < tb + n - 1 rows of 16 floats.
-            acc = _mm512_fmadd_ps(unsafe { _mm512_loadu_ps(tile[t + i].as_ptr()) }, wv[i], acc);
-        }
-        // SAFETY: an output row of 16 floats.
-        unsafe { _mm512_storeu_ps(out[t].as_mut_ptr(), acc) };
-    }
-}
-
-/// A conv tile with AVX2 + FMA: two ymm per token.
+/// A conv tile with AVX2 + FMA: two ymm per token (also the AVX-512 path's, for the tokens
+/// after its whole 16 x 16 blocks).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA (`n` and `tb` are asserted).
