@@ -108,9 +108,12 @@ impl View {
         self.ne.iter().try_fold(1usize, |a, &n| a.checked_mul(n))
     }
 
-    /// Whether rows are contiguous and every stride is a whole number of floats.
+    /// Whether rows are contiguous, every stride is a whole number of floats, the data is aligned
+    /// for `f32` and the view's extent fits the address space (a view that fails any of these is
+    /// declined: ggml never makes one).
     fn rows_contiguous(&self) -> bool {
-        self.nb[0] == 4 && self.nb.iter().all(|&b| b % 4 == 0)
+        let extent_fits = self.len() == Some(0) || self.span().is_some();
+        self.nb[0] == 4 && self.nb.iter().all(|&b| b % 4 == 0) && (self.data as usize).is_multiple_of(4) && extent_fits
     }
 
     /// Whether the view is dense (rows follow each other, no gaps): ggml's `ggml_is_contiguous`.
@@ -214,13 +217,17 @@ impl GatedDeltaNet {
         if state.ne != [state_len, 1, n_seqs, 1] {
             return Err(Error::Shape);
         }
-        let out_len = s * h * n_tokens * n_seqs;
-        let need = out_len.checked_add(state_len * n_seqs).ok_or(Error::Shape)?;
+        let out_len = [h, n_tokens, n_seqs].iter().try_fold(s, |a, &b| a.checked_mul(b)).ok_or(Error::Shape)?;
+        let need = state_len.checked_mul(n_seqs).and_then(|x| x.checked_add(out_len)).ok_or(Error::Shape)?;
         if dst_len < need {
             return Err(Error::Shape);
         }
         let d = dst as usize;
-        let dspan = d.checked_add(need * 4).map(|e| (d, e));
+        if !d.is_multiple_of(4) {
+            return Err(Error::Unsupported);
+        }
+        let dspan = need.checked_mul(4).and_then(|b| d.checked_add(b)).map(|e| (d, e)).ok_or(Error::Shape)?;
+        let dspan = Some(dspan);
         if srcs.iter().any(|x| overlaps(x.span(), dspan)) {
             return Err(Error::Unsupported);
         }
@@ -363,6 +370,11 @@ impl SsmConv {
         if overlaps(dst.span(), x.span()) || overlaps(dst.span(), w.span()) {
             return Err(Error::Unsupported);
         }
+        // Output rows (tokens, then sequences) must not share floats: units write them in parallel.
+        let row = ch.checked_mul(4).ok_or(Error::Shape)?;
+        if dst.nb[1] < row || (seqs > 1 && dst.nb[2] < dst.nb[1].checked_mul(t_n).ok_or(Error::Shape)?) {
+            return Err(Error::Unsupported);
+        }
         Ok(SsmConv { x, w, dst })
     }
 
@@ -392,7 +404,7 @@ impl SsmConv {
     unsafe fn blocks16(&self, path: FloatPath, sq: usize, c0: usize, cw: usize, wt: &[[f32; 16]; MAX_CONV]) -> usize {
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if path == FloatPath::Avx512 && cw == CONV_UNIT_CHANNELS && self.dst.nb[1].is_multiple_of(4) {
+        if path == FloatPath::Avx512 && cw == CONV_UNIT_CHANNELS {
             let (n, t_n) = (self.w.ne[0], self.dst.ne[1]);
             // SAFETY: channel rows hold n - 1 + T floats, so tokens t0 .. t0 + 16 (t0 + 16 <= T)
             // read n + 15 of them; dst rows t0 .. t0 + 16 hold channels c0 .. c0 + 16.
@@ -480,11 +492,6 @@ unsafe fn conv_tile(
             _ => reference::conv_tile(tile, w, n, tb, out),
         }
     }
-}
-
-/// Whether `level`'s float path can run here (the level itself is available).
-pub fn runs(level: KernelLevel) -> bool {
-    level.is_available()
 }
 
 #[cfg(test)]

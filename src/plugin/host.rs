@@ -10,9 +10,7 @@ use super::pages::{self, Release};
 use super::plan::{row_chunks, WorkPlan, WORK_ALIGN};
 use super::{choose, q8k_probe_input, q8k_rounding_matching, source_block_bytes};
 use crate::format::{check_k, BlockQ8K, QK_K};
-#[cfg(test)]
-use crate::hybrid::abi::OP_SSM_CONV;
-use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_GATED_DELTA_NET};
+use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_GATED_DELTA_NET, OP_SSM_CONV};
 use crate::kernels::act_pack::{self, ActFormat};
 use crate::kernels::{quantize_q8_k, KernelLevel};
 use crate::reference::Contract;
@@ -256,7 +254,11 @@ impl Plugin {
         if let Err(e) = r {
             let kind = usize::from(op == OP_GATED_DELTA_NET);
             if e != Error::Unsupported && !self.hybrid_warned[kind].swap(true, core::sync::atomic::Ordering::Relaxed) {
-                let name = if kind == 1 { "GATED_DELTA_NET" } else { "SSM_CONV" };
+                let name = match op {
+                    OP_GATED_DELTA_NET => "GATED_DELTA_NET",
+                    OP_SSM_CONV => "SSM_CONV",
+                    _ => "an unknown op",
+                };
                 let line = format!("ggml-t2p: {name} left to ggml: {e:?} ({} sources)\n", srcs.len());
                 self.host.log(LogLevel::Warn, line.as_bytes());
             }

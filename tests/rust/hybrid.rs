@@ -325,3 +325,169 @@ fn conv_declines_what_stock_must_run() {
     );
     assert_eq!(over, Some(Error::Unsupported));
 }
+
+#[test]
+fn gdn_strided_and_seq_broadcast() {
+    let mut rng = Rng(99);
+    let (s, h, hk, t_n, n, nq3) = (128usize, 4usize, 2usize, 3usize, 4usize, 2usize);
+    // q/k: rows of s floats, nb1 = (s + 32) floats, nb2 = hk*(s+32)+64, nb3 = t_n*nb2 + 128
+    let kq_nb = [4, 4 * (s + 32), 4 * (hk * (s + 32) + 64), 4 * (t_n * (hk * (s + 32) + 64) + 128)];
+    let kq_len = kq_nb[3] / 4 * nq3;
+    let norm = 1.0 / (s as f32).sqrt();
+    let q: Vec<f32> = randv(&mut rng, kq_len).iter().map(|x| x * norm).collect();
+    let k: Vec<f32> = randv(&mut rng, kq_len).iter().map(|x| x * norm).collect();
+    // v: like qwen35: nb1 = s, nb2 = (3*h*s) (qkv row), nb3 = t_n * nb2
+    let v_nb = [4, 4 * s, 4 * 3 * h * s, 4 * 3 * h * s * t_n];
+    let v = randv(&mut rng, v_nb[3] / 4 * n);
+    let g: Vec<f32> = (0..h * t_n * n).map(|_| -rng.unit().abs()).collect();
+    let beta: Vec<f32> = (0..h * t_n * n).map(|_| 0.5 + 0.5 * rng.unit()).collect();
+    let state = randv(&mut rng, s * s * h * n);
+    let views = [
+        View { data: q.as_ptr(), ne: [s, hk, t_n, nq3], nb: kq_nb },
+        View { data: k.as_ptr(), ne: [s, hk, t_n, nq3], nb: kq_nb },
+        View { data: v.as_ptr(), ne: [s, h, t_n, n], nb: v_nb },
+        View::contiguous(g.as_ptr(), [1, h, t_n, n]),
+        View::contiguous(beta.as_ptr(), [1, h, t_n, n]),
+        View::contiguous(state.as_ptr(), [s * s * h, 1, n, 1]),
+    ];
+    let out_len = s * h * t_n * n;
+    // stock, literally (ops.cpp), with the contract's dot
+    let mut want = vec![0f32; out_len + s * s * h * n];
+    let scale = 1.0 / (s as f32).sqrt();
+    for sq in 0..n {
+        for hv in 0..h {
+            let (iq1, iq3) = (hv % hk, sq / (n / nq3));
+            let mut m = state[(sq * h + hv) * s * s..][..s * s].to_vec();
+            for t in 0..t_n {
+                let o = (iq3 * kq_nb[3] + t * kq_nb[2] + iq1 * kq_nb[1]) / 4;
+                let (kk, qq) = (&k[o..o + s], &q[o..o + s]);
+                let vo = (sq * v_nb[3] + t * v_nb[2] + hv * v_nb[1]) / 4;
+                let vv = &v[vo..vo + s];
+                let gi = (sq * t_n + t) * h + hv;
+                let e = g[gi].exp();
+                m.iter_mut().for_each(|x| *x *= e);
+                let d: Vec<f32> = (0..s).map(|j| (vv[j] - reference::dot(&m[j * s..][..s], kk)) * beta[gi]).collect();
+                for j in 0..s {
+                    for i in 0..s {
+                        m[j * s + i] = fma_f32(kk[i], d[j], m[j * s + i]);
+                    }
+                }
+                for j in 0..s {
+                    want[((sq * t_n + t) * h + hv) * s + j] = reference::dot(&m[j * s..][..s], qq) * scale;
+                }
+            }
+            want[out_len + (sq * h + hv) * s * s..][..s * s].copy_from_slice(&m);
+        }
+    }
+    for l in common::levels() {
+        let path = FloatPath::for_level(l);
+        for parts in [1, 3, 7] {
+            let mut dst = vec![f32::NAN; want.len()];
+            // SAFETY: the views describe the vectors above, dst has out_len + state floats.
+            let op = unsafe { GatedDeltaNet::new(views, dst.as_mut_ptr(), dst.len()) }.expect("handled");
+            for i in 0..parts {
+                op.run(path, split(op.units(), parts, i));
+            }
+            let a: Vec<u32> = dst.iter().map(|x| x.to_bits()).collect();
+            let b: Vec<u32> = want.iter().map(|x| x.to_bits()).collect();
+            assert!(a == b, "{} parts {parts}", l.name());
+        }
+    }
+}
+
+#[test]
+fn conv_strided_x_and_dst() {
+    let mut rng = Rng(7);
+    let (n, ch, t_n, seqs) = (4usize, 37usize, 35usize, 3usize);
+    let x_nb = [4, 4 * (n - 1 + t_n), 4 * ((n - 1 + t_n) * ch + 40), 0];
+    let x = randv(&mut rng, x_nb[2] / 4 * seqs);
+    let w = randv(&mut rng, n * ch);
+    let d_nb = [4, 4 * (ch + 11), 4 * ((ch + 11) * t_n + 5), 0];
+    let mut dst = vec![f32::NAN; d_nb[2] / 4 * seqs];
+    let xv = View { data: x.as_ptr(), ne: [n - 1 + t_n, ch, seqs, 1], nb: [x_nb[0], x_nb[1], x_nb[2], x_nb[2] * seqs] };
+    let wv = View::contiguous(w.as_ptr(), [n, ch, 1, 1]);
+    for l in common::levels() {
+        dst.iter_mut().for_each(|x| *x = f32::NAN);
+        let dv = View {
+            data: dst.as_mut_ptr().cast_const(),
+            ne: [ch, t_n, seqs, 1],
+            nb: [d_nb[0], d_nb[1], d_nb[2], d_nb[2] * seqs],
+        };
+        // SAFETY: the views lie inside x, w and dst.
+        let op = unsafe { SsmConv::new(xv, wv, dv) }.expect("handled");
+        for i in 0..2 {
+            op.run(FloatPath::for_level(l), split(op.units(), 2, i));
+        }
+        for sq in 0..seqs {
+            for t in 0..t_n {
+                for c in 0..ch {
+                    let xo = (sq * x_nb[2] + c * x_nb[1]) / 4 + t;
+                    let want = reference::conv(&x[xo..xo + n], &w[c * n..][..n]);
+                    let got = dst[(sq * d_nb[2] + t * d_nb[1]) / 4 + c];
+                    assert_eq!(got.to_bits(), want.to_bits(), "{} sq {sq} t {t} c {c}", l.name());
+                }
+            }
+        }
+    }
+}
+
+/// ggml-cpu's `ggml_vec_dot_f32` as its AVX-512 build computes it (GGML_F32_STEP 64, four 16-lane
+/// sums, GGML_F32x16_REDUCE, then GCC's `_mm512_reduce_add_ps`: 256-bit halves, 128-bit halves,
+/// shuffle {2,3,0,1}, shuffle {1,0,1,0}), written out here independently of `reference::dot`.
+fn ggml_avx512_dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut sum = [[0f32; 16]; 4];
+    for i in (0..x.len()).step_by(64) {
+        for (j, acc) in sum.iter_mut().enumerate() {
+            for (l, a) in acc.iter_mut().enumerate() {
+                *a = fma_f32(x[i + 16 * j + l], y[i + 16 * j + l], *a);
+            }
+        }
+    }
+    let add = |a: [f32; 16], b: [f32; 16]| -> [f32; 16] { core::array::from_fn(|l| a[l] + b[l]) };
+    let x01 = add(add(sum[0], sum[2]), add(sum[1], sum[3]));
+    let t3: [f32; 8] = core::array::from_fn(|l| x01[8 + l] + x01[l]);
+    let t6: [f32; 4] = core::array::from_fn(|l| t3[4 + l] + t3[l]);
+    let t8 = [t6[0] + t6[2], t6[1] + t6[3]];
+    t8[0] + t8[1]
+}
+
+#[test]
+fn contract_dot_is_ggml_avx512_order() {
+    let mut rng = Rng(31);
+    for n in [64, 128, 256] {
+        for _ in 0..2000 {
+            let (x, y) = (randv(&mut rng, n), randv(&mut rng, n));
+            assert_eq!(reference::dot(&x, &y).to_bits(), ggml_avx512_dot(&x, &y).to_bits(), "n {n}");
+        }
+    }
+}
+
+#[test]
+fn declines_sources_that_disagree_or_overlap() {
+    let mut rng = Rng(41);
+    let p = Gdn::new(&mut rng, 128, 2, 2, 3, 1, 1);
+    let mut dst = vec![0f32; p.out_len()];
+    // q and k for fewer tokens than v: Shape (they would be read past their end).
+    let mut v = p.views();
+    v[0].ne[2] = 2;
+    // SAFETY: nothing is read on a decline.
+    assert_eq!(unsafe { GatedDeltaNet::new(v, dst.as_mut_ptr(), dst.len()) }.err(), Some(Error::Shape));
+    // A misaligned source: declined.
+    let mut v = p.views();
+    v[2].data = (v[2].data as usize + 2) as *const f32;
+    // SAFETY: as above.
+    assert_eq!(unsafe { GatedDeltaNet::new(v, dst.as_mut_ptr(), dst.len()) }.err(), Some(Error::Unsupported));
+    // A conv whose output overlaps its weights, or whose output rows overlap each other.
+    let x = [0f32; 7 * 4];
+    let mut w = [0f32; 4 * 4 + 16];
+    let wv = View::contiguous(w.as_ptr(), [4, 4, 1, 1]);
+    let over = View::contiguous(w[8..].as_mut_ptr().cast_const(), [4, 4, 1, 1]);
+    let xv = View::contiguous(x.as_ptr(), [7, 4, 1, 1]);
+    // SAFETY: as above.
+    assert_eq!(unsafe { SsmConv::new(xv, wv, over) }.err(), Some(Error::Unsupported));
+    let mut out = [0f32; 64];
+    let mut rows = View::contiguous(out.as_mut_ptr().cast_const(), [4, 4, 1, 1]);
+    rows.nb[1] = 8;
+    // SAFETY: as above.
+    assert_eq!(unsafe { SsmConv::new(xv, wv, rows) }.err(), Some(Error::Unsupported));
+}
