@@ -9,6 +9,8 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
   ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (amx, avx512vnni, avxvnni,
                   avx2; on ARM i8mm, dotprod; where the OS refuses AMX's tile-data permission, the
                   library runs avx512vnni for ours-amx and says so in the run's log)
+  ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET and SSM_CONV of
+                  the Gated-DeltaNet hybrids (qwen35; other models run no such op and match ours)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
   stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)
   stock-q4_0      Q4_0 of the fork's llama-quantize (GGML_T2P=0)
@@ -36,7 +38,7 @@ t2p.py built; ik_llama.cpp: a CPU-only native Release build in IK/build-peers).
 built without anything beyond AVX2, FMA, F16C and BMI2 (GGML_NATIVE=OFF; the fork with the ggml-t2p
 patch in LLAMA/build-peers-avx2, ik_llama.cpp in IK/build-peers-avx2; --build builds them), the tool
 refuses build folders whose CMakeCache says otherwise, and `ours` runs GGML_T2P_KERNEL=avx2 (the
-library's own detection would pick a wider level).
+library's own detection would pick a wider level; so does ours-nohybrid).
 
 Exit status: 0 when every run worked, 1 when a conversion or run failed, 2 on bad arguments.
 """
@@ -88,7 +90,8 @@ ISA_FLAG_WORDS = {"avx2": ("-march=native", "-mtune=native", "-mavx512", "-mamx"
 # a variable name and is treated as not set
 CMAKE_TRUE = ("1", "ON", "YES", "TRUE", "Y")
 
-ALL_CONFIGS = ["ours", "ours-LEVEL", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr"]
+ALL_CONFIGS = ["ours", "ours-LEVEL", "ours-nohybrid", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn",
+               "ik-iq2_bn-rtr"]
 
 
 # ---------------------------------------------------------------------------
@@ -406,7 +409,8 @@ def run(argv):
         else:
             ap.error(f"--configs: unknown configuration '{c}' (known: {', '.join(ALL_CONFIGS)}, ours-<level>)")
     if args.isa:
-        other = [c for c in configs if c.startswith("ours-") and c != f"ours-{ISA_LEVEL[args.isa]}"]
+        other = [c for c in configs if c.startswith("ours-") and c not in (f"ours-{ISA_LEVEL[args.isa]}",
+                                                                          "ours-nohybrid")]
         if other:
             ap.error(f"--configs: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only, not "
                      f"{', '.join(other)}")
@@ -472,6 +476,11 @@ def run(argv):
         if c == "ours":
             plan.append((c, fork["llama-bench"], files["pq2_0"],
                          {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
+        elif c == "ours-nohybrid":
+            env = {"GGML_T2P_HYBRID": "0"}
+            if args.isa:
+                env["GGML_T2P_KERNEL"] = ISA_LEVEL[args.isa]
+            plan.append((c, fork["llama-bench"], files["pq2_0"], env, []))
         elif c.startswith("ours-"):
             plan.append((c, fork["llama-bench"], files["pq2_0"], {"GGML_T2P_KERNEL": c[5:]}, []))
         elif c.startswith("stock-"):

@@ -8,7 +8,8 @@ Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.
 * bytes_per_token counts one row of token_embd when output.weight exists, all of it when tied;
 * the command line refuses what it cannot run (unknown configuration, ik-* without --ik, bad --p-for,
   bad --read-bw, a missing model) with a message and status 2, before any build or run;
-* --dry-run prints the plan: the PQ2_0 source used as is, conversions through F16, --p-for applied.
+* --dry-run prints the plan: the PQ2_0 source used as is, conversions through F16, --p-for applied,
+  each configuration's environment (ours-nohybrid: GGML_T2P_HYBRID=0, with --isa avx2 also the level).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class Peers(unittest.TestCase):
         d = self.tmp.name
         self.fake_build(os.path.join(d, "fork", "build-t2p"), None)
         p = self.run_tool("--llama", os.path.join(d, "fork"), "-m", self.untied, "--work", os.path.join(d, "w"),
-                          "--configs", "ours,ours-avx2,stock-pq2_0,stock-q4_0", "--p-for", "stock-pq2_0=64",
+                          "--configs", "ours,ours-avx2,ours-nohybrid,stock-pq2_0,stock-q4_0",
+                          "--p-for", "stock-pq2_0=64",
                           "-t", "1,2", "-n", "16", "--dry-run")
         self.assertEqual(p.returncode, 0, p.stdout)
         out = p.stdout
@@ -117,6 +119,9 @@ class Peers(unittest.TestCase):
         self.assertIn(f"{self.untied} {os.path.join(d, 'w', 'untied-pq2_0.gguf')} PQ2_0", out)
         self.assertIn(f"{self.untied} {os.path.join(d, 'w', 'untied-q4_0.gguf')} Q4_0", out)
         self.assertIn("(ours-avx2): GGML_T2P_KERNEL=avx2 ", out)
+        self.assertIn("(ours-nohybrid): GGML_T2P_HYBRID=0 ", out)
+        self.assertNotRegex(out, r"\(ours-nohybrid\):.*GGML_T2P_KERNEL")
+        self.assertRegex(out, r"\(ours-nohybrid\).*untied-pq2_0\.gguf -p 512,64 -n 16 ")
         self.assertIn("(stock-pq2_0): GGML_T2P=0 ", out)
         self.assertRegex(out, r"\(stock-pq2_0\).* -p 64 -n 16 -t 1,2 ")
         self.assertRegex(out, r"\(ours\).* -p 512,64 -n 16 -t 1,2 -r 1 -mmp 0 -v -o json")
@@ -179,7 +184,7 @@ class Peers(unittest.TestCase):
         os.makedirs(fork, exist_ok=True)
         os.makedirs(ik, exist_ok=True)
         base = ["--llama", fork, "--ik", ik, "-m", self.untied, "--work", os.path.join(d, "w"), "--isa", "avx2",
-                "--configs", "ours,ours-LEVEL,ik-iq2_bn-rtr", "--dry-run"]
+                "--configs", "ours,ours-LEVEL,ours-nohybrid,ik-iq2_bn-rtr", "--dry-run"]
         if "avx2" not in peers.cpu_levels():     # ARM, or x86-64 without AVX2: the tool refuses --isa avx2
             p = self.run_tool(*base)
             self.assertEqual(p.returncode, 2, p.stdout)
@@ -200,6 +205,7 @@ class Peers(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout)
         self.assertIn("(ours): GGML_T2P_KERNEL=avx2 ", p.stdout)
         self.assertIn("(ours-avx2): GGML_T2P_KERNEL=avx2 ", p.stdout)
+        self.assertIn("(ours-nohybrid): GGML_T2P_HYBRID=0 GGML_T2P_KERNEL=avx2 ", p.stdout)
         self.assertNotIn("avx512vnni", p.stdout)
         self.assertIn(os.path.join(fork, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
         self.assertIn(os.path.join(ik, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
