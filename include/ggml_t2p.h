@@ -77,8 +77,8 @@ extern "C" {
 #define GGML_T2P_KERNEL_AVXVNNI    5 /* x86-64: vpdpbusd ymm, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd 16x16 tiles for gemm of 16+ columns, the
-                                      * AVX512VNNI kernels below that (X16). Never chosen by AUTO
-                                      * (not timed on AMX hardware yet): only when asked for. */
+                                      * AVX512VNNI kernels below that (X16). AUTO's first choice
+                                      * where the OS grants the tile state. */
 
 /* Source weight types: ggml type ids in PrismML's fork. */
 #define GGML_T2P_TYPE_PQ2_0  142 /* 128 weights, 34 bytes: fp16 d, qs[32] */

@@ -463,7 +463,7 @@ LEVEL_FLAGS = {
     "i8mm": ("asimddp", "i8mm"),
     "dotprod": ("asimddp",),
 }
-# Each architecture's levels, best first (amx first: auto never picks it, see kernel_levels).
+# Each architecture's levels, best first (the library's BEST_ORDER).
 ARCH_LEVELS = {"x86_64": ("amx", "avx512vnni", "avxvnni", "avx2"), "aarch64": ("i8mm", "dotprod")}
 # qemu-user's aarch64 CPU models, as /proc/cpuinfo flags that matter here: max has dotprod and i8mm,
 # neoverse-n1 and cortex-a76 dotprod only, the older cores neither (the library declines there).
@@ -491,10 +491,9 @@ def missing_flags(level, flags):
 
 def kernel_levels(mach, flags):
     """The ggml-t2p levels (GGML_T2P_KERNEL names) of a CPU of architecture MACH (platform.machine(),
-    lower case) with these /proc/cpuinfo flags, best first, as the library requires them; amx (which
-    auto never picks, and which the library also refuses where the OS denies the tile-data
-    permission: then it runs avx512vnni and says so in its log) first where the CPU has it. [] for
-    an architecture without kernels."""
+    lower case) with these /proc/cpuinfo flags, best first, as the library requires them (amx first
+    where the CPU has it; the library skips it where the OS denies the tile-data permission, and
+    runs avx512vnni). [] for an architecture without kernels."""
     return [lv for lv in ARCH_LEVELS.get(cpu_arch(mach), ()) if not missing_flags(lv, flags)]
 
 

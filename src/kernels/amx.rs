@@ -154,9 +154,10 @@ pub enum Blocking {
     TwoByTwo,
 }
 
-/// The blocking of the `amx` level. NOT measured yet (no AMX hardware has run the kernel): chosen
-/// from the instruction's latency and throughput above; `examples/levels` times both on a CPU
-/// with AMX (`amx_model::gemm_native`, test builds).
+/// The blocking of the `amx` level. Measured (`examples/levels`, one thread, an AMX Xeon under
+/// KVM, 4096 x 4096): 2x2 ran 1.01-1.31x as fast as 1x1 from 16 to 512 columns;
+/// `examples/levels` times the other one beside it on any CPU with AMX (`amx_model::gemm_native`,
+/// test builds).
 pub const BLOCKING: Blocking = Blocking::TwoByTwo;
 
 /// (Row tile, column group) accumulators per pass over a row tile's blocks: 16 of 16 x 16 float
@@ -329,12 +330,15 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
     // accumulator of (column group g of the pass, row tile r): sumf[g * nr + r], [column][row];
     // aligned, so that each column's 16 rows are one cache line
     let mut sumf = Aligned([[[0.0f32; 16]; 16]; PASS_TILES]);
-    let mut t = job.tiles.start;
-    while t < job.tiles.end {
-        let nr = max_r.min(job.tiles.end - t);
-        let mut g0 = 0;
-        while g0 < groups {
-            let ng = (PASS_TILES / nr).min(groups - g0);
+    // Column groups per pass: the pass is the outer loop, so that its activations stay in L2
+    // while every row tile of the job passes (the weights stream once per pass).
+    let pass = pass_groups(nb, max_r);
+    let mut g0 = 0;
+    while g0 < groups {
+        let ng = pass.min(groups - g0);
+        let mut t = job.tiles.start;
+        while t < job.tiles.end {
+            let nr = max_r.min(job.tiles.end - t);
             for acc in sumf.0.iter_mut().take(ng * nr) {
                 *acc = [[0.0; 16]; 16];
             }
@@ -403,9 +407,22 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
                     }
                 }
             }
-            g0 += ng;
+            t += nr;
         }
-        t += nr;
+        g0 += ng;
     }
     drop(s);
+}
+
+/// Activation bytes one pass of the tile kernel may hold (its column groups' [`ActTile16`]s for
+/// every block): every row tile of the job reuses them, so they should stay in L2 (2 MiB a core
+/// on the Xeons with AMX; half of it leaves room for the weights passing through).
+pub const PASS_ACT_BYTES: usize = 1 << 20;
+
+/// Column groups per pass for `nb` blocks and up to `max_r` row tiles at a time: as many as
+/// [`PASS_ACT_BYTES`] holds and [`PASS_TILES`] accumulators allow, even (so that only the last
+/// pass of a batch can leave a lone group), and at least 2.
+pub fn pass_groups(nb: usize, max_r: usize) -> usize {
+    let fit = PASS_ACT_BYTES / (nb.max(1) * core::mem::size_of::<ActTile16>());
+    (fit & !1).clamp(2, PASS_TILES / max_r)
 }

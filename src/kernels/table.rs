@@ -50,15 +50,16 @@ pub enum KernelLevel {
     Avx512Vnni = 6,
     /// x86-64 AMX-INT8 (Sapphire Rapids and later): `tdpbssd` on 16x16 tiles for gemm of at least
     /// [`AMX_MIN_COLS`] columns, the AVX-512 VNNI kernels below that (gemv, narrow batches), X16.
-    /// Only by request (`GGML_T2P_KERNEL=amx`): never chosen by [`KernelLevel::best`] (not in
-    /// [`BEST_ORDER`]), as it has not been timed on AMX hardware yet.
+    /// First in [`BEST_ORDER`] where the OS grants the tile state (on Linux, the tile-data
+    /// permission, asked when a level is chosen); `GGML_T2P_KERNEL=avx512vnni` opts out.
     Amx = 7,
 }
 
 /// The narrowest batch the [`KernelLevel::Amx`] level runs on tiles (packed as
 /// [`ActFormat::T16`]); gemv and narrower batches run its AVX-512 VNNI kernels (Halves pack).
-/// 16 = one full `A` tile: a placeholder, NOT measured (the AMX path has not run on AMX hardware
-/// yet); the crossover is to be timed against `avx512vnni` on a Sapphire/Emerald Rapids Xeon.
+/// 16 = one full `A` tile. Measured (`examples/levels`, one thread, an AMX Xeon under KVM,
+/// 4096 x 4096): at 16 columns the tiles ran 2.1x the `avx512vnni` gemm; narrower batches are
+/// padded to 16 columns, so the tiles' work stays the same while the VNNI gemm's shrinks.
 pub const AMX_MIN_COLS: usize = 16;
 
 /// The architecture a level's kernels are built for.
@@ -318,16 +319,22 @@ pub static LEVELS: [LevelSpec; 7] = [
     },
 ];
 
-/// The order in which [`KernelLevel::best`] tries the levels: on ARM i8mm, dotprod; on x86
+/// The order in which [`KernelLevel::best`] tries the levels: on ARM i8mm, dotprod; on x86 AMX,
 /// AVX-512 VNNI (zmm), AVX-VNNI (ymm), AVX2 on every vendor, by side-by-side timing of these
-/// kernels (`cargo run --release --example levels`; docs/architecture.md, "Kernel levels"): on an
-/// Emerald Rapids Xeon zmm won 14 of 15 gemv cells and its gemm ran 1.3-2.3x ymm (issue 18), on
-/// Zen 4 zmm ran 1.1-1.6x AVX2 at gemv and 1.6-1.8x at 64+ columns. Alder/Arrow Lake have AVX-VNNI
-/// without AVX-512, so they get ymm. [`KernelLevel::Amx`] is not in the order: it has never been
-/// timed on AMX hardware, so it runs only when forced; nor is the reference (a CPU without any of
-/// these declines).
-pub const BEST_ORDER: [KernelLevel; 5] =
-    [KernelLevel::I8mm, KernelLevel::Dotprod, KernelLevel::Avx512Vnni, KernelLevel::AvxVnni, KernelLevel::Avx2];
+/// kernels (`cargo run --release --example levels`; docs/architecture.md, "Kernel levels"): on
+/// AMX Xeons the tiles ran 2.0-2.8x the AVX-512 VNNI gemm from 16 to 512 columns (one thread) and
+/// llama-bench's pp512 1.22x at 16 threads, with the same bits; on an Emerald Rapids Xeon zmm won
+/// 14 of 15 gemv cells and its gemm ran 1.3-2.3x ymm, on Zen 4 zmm ran 1.1-1.6x AVX2 at gemv and
+/// 1.6-1.8x at 64+ columns. Alder/Arrow Lake have AVX-VNNI without AVX-512, so they get ymm. The
+/// reference is not in the order (a CPU without any of these declines).
+pub const BEST_ORDER: [KernelLevel; 6] = [
+    KernelLevel::I8mm,
+    KernelLevel::Dotprod,
+    KernelLevel::Amx,
+    KernelLevel::Avx512Vnni,
+    KernelLevel::AvxVnni,
+    KernelLevel::Avx2,
+];
 
 impl KernelLevel {
     /// All levels, portable first (the order of [`LEVELS`]).
@@ -405,11 +412,14 @@ impl KernelLevel {
     /// The fastest level the CPU runs, or `None` when it has no dotprod (ARM) or no AVX2 + FMA +
     /// F16C (x86). `None` means "decline": the scalar kernels are exact but slower than stock
     /// ggml, so a caller should leave such weights to stock code. The order is [`BEST_ORDER`].
+    /// A level that needs the tile permission (`amx`) is asked for it here, once per process, and
+    /// skipped when the OS refuses it ([`KernelLevel::is_available`]).
     pub fn best() -> Option<Self> {
-        Self::best_on(CpuFeatures::detect())
+        let f = CpuFeatures::detect();
+        BEST_ORDER.into_iter().find(|l| l.is_available_on(f) && (!l.spec().tile_permission || l.is_available()))
     }
 
-    /// [`KernelLevel::best`] for a CPU with features `f`.
+    /// [`KernelLevel::best`] for a CPU with features `f`, the OS granting every permission.
     pub fn best_on(f: CpuFeatures) -> Option<Self> {
         BEST_ORDER.into_iter().find(|l| l.is_available_on(f))
     }
@@ -554,7 +564,16 @@ mod tests {
                 }
             }
         }
-        assert!(BEST_ORDER.iter().all(|l| *l != KernelLevel::Amx && *l != KernelLevel::Reference));
+        assert!(BEST_ORDER.iter().all(|l| *l != KernelLevel::Reference));
+        // AMX first on x86 where it exists, AVX-512 VNNI on the same CPU without the AMX bits
+        if cfg!(target_arch = "x86_64") {
+            let amx = KernelLevel::Amx.required();
+            assert_eq!(KernelLevel::best_on(amx), Some(KernelLevel::Amx));
+            let no_tiles = CpuFeatures::from_bits(
+                amx.bits() & !KernelLevel::Amx.required().bits() | KernelLevel::Avx512Vnni.required().bits(),
+            );
+            assert_eq!(KernelLevel::best_on(no_tiles), Some(KernelLevel::Avx512Vnni));
+        }
     }
 
     /// Windows on ARM before the i8mm flag: dotprod reported, i8mm unknown. An explicit i8mm is

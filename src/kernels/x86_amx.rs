@@ -12,8 +12,9 @@
 //! Linux tile-data permission is asked for the whole process the first time the `amx` level is
 //! wanted (`KernelLevel::is_available`, before any kernel runs), so it holds on every thread,
 //! ggml's included, and in children after `fork()`; a process that never asks for `amx` is left
-//! unchanged. No AMX hardware has run this yet (so it is not timed); it runs under an emulated
-//! Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
+//! unchanged (`auto` asks for it on a CPU with AMX: the level is first in `BEST_ORDER`). It
+//! runs natively wherever the CPU has AMX (the test suite with `GGML_T2P_TEST_LEVELS=amx`, timed by
+//! `examples/levels`), and under an emulated Sapphire Rapids with AMX (`tools/x86-emu-test.py`, set `amx`: Bochs with XFD added), where
 //! the oracle, `tests/rust/amx.rs` (against the scalar model, with `NATIVE_CALLS` counted: test
 //! builds, feature `testing`, as are `NoTiles` and the model's AVX-512 kernel) and
 //! `tests/c/amx_smoke.c` (threads, `fork()`, release, a refused permission) check it, and on

@@ -28,14 +28,15 @@
 #define NB     (K / 128)
 #define NQ     ((K + 255) / 256)
 
-/* cpu_has[kernel id]: 1 the CPU runs that level, 0 it does not, -1 this program cannot tell here */
-static int cpu_has[7] = { -1, 1, -1, -1, -1, -1, -1 };
+/* cpu_has[kernel id]: 1 the CPU runs that level, 0 it does not, -1 this program cannot tell here
+ * (amx: the CPU and XCR0 offer it, the Linux tile-data permission is the library's to ask) */
+static int cpu_has[8] = { -1, 1, -1, -1, -1, -1, -1, -1 };
 static const char * cpu_source = "unknown on this platform: levels not checked against the CPU";
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 static void detect_cpu(void) {
-    unsigned a, b, c, d, b7 = 0, c7 = 0, a71 = 0;
+    unsigned a, b, c, d, b7 = 0, c7 = 0, d7 = 0, a71 = 0;
     unsigned long long xcr0 = 0;
     __cpuid(0, a, b, c, d);
     const unsigned max_leaf = a;
@@ -50,6 +51,7 @@ static void detect_cpu(void) {
         __cpuid_count(7, 0, a, b, c, d);
         b7 = b;
         c7 = c;
+        d7 = d;
         if (a >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
             a71 = a;
@@ -62,6 +64,9 @@ static void detect_cpu(void) {
     cpu_has[GGML_T2P_KERNEL_AVXVNNI] = avx2 && ((a71 >> 4) & 1);
     cpu_has[GGML_T2P_KERNEL_AVX512VNNI] =
         avx2 && zmm && ((b7 >> 16) & 1) && ((b7 >> 30) & 1) && ((b7 >> 31) & 1) && ((c7 >> 11) & 1);
+    /* AMX-TILE (7.0 edx 24) and AMX-INT8 (25) with XCR0's tile bits (17, 18) */
+    const int tiles = ((d7 >> 24) & 1) && ((d7 >> 25) & 1) && (xcr0 & 0x60000) == 0x60000;
+    cpu_has[GGML_T2P_KERNEL_AMX] = cpu_has[GGML_T2P_KERNEL_AVX512VNNI] && tiles ? -1 : 0;
     cpu_source = "cpuid + xgetbv";
 }
 #elif defined(__aarch64__) && defined(__linux__)
@@ -70,6 +75,7 @@ static void detect_cpu(void) {
     const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
     const int asimd = (hw >> 1) & 1, dp = (hw >> 20) & 1, i8mm = (hw2 >> 13) & 1; /* HWCAP_ASIMD(DP), HWCAP2_I8MM */
     cpu_has[GGML_T2P_KERNEL_AVX2] = cpu_has[GGML_T2P_KERNEL_AVXVNNI] = cpu_has[GGML_T2P_KERNEL_AVX512VNNI] = 0;
+    cpu_has[GGML_T2P_KERNEL_AMX] = 0;
     cpu_has[GGML_T2P_KERNEL_DOTPROD] = asimd && dp;
     cpu_has[GGML_T2P_KERNEL_I8MM]    = asimd && dp && i8mm;
     cpu_source = "AT_HWCAP/AT_HWCAP2";
@@ -324,7 +330,11 @@ int main(void) {
     }
     printf("%s\n", known ? "" : " (and what the library finds)");
     if (known) {
-        CHECK(any_simd ? best != 0 && cpu_has[best] == 1 : best == 0, "the library's best kernel %d (%s) is not one this CPU has",
+        /* amx where the CPU offers it (the OS's permission decides between it and avx512vnni) */
+        const int best_ok = best == GGML_T2P_KERNEL_AMX ? cpu_has[best] != 0
+                            : best > 0 && best < GGML_T2P_KERNEL_AMX ? cpu_has[best] == 1 && (cpu_has[GGML_T2P_KERNEL_AMX] <= 0 || best == GGML_T2P_KERNEL_AVX512VNNI)
+                                                                    : 0;
+        CHECK(any_simd ? best_ok : best == 0, "the library's best kernel %d (%s) is not one this CPU has",
               best, best ? ggml_t2p_kernel_name(best) : "none");
     }
 

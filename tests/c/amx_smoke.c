@@ -187,7 +187,8 @@ int main(int argc, char ** argv) {
     CHECK((st == GGML_T2P_OK) == offered, "the amx level: the CPU/OS %s it but the library says %s",
           offered ? "offers" : "does not offer", ggml_t2p_status_string(st));
     const int32_t best = ggml_t2p_best_kernel();
-    CHECK(best != GGML_T2P_KERNEL_AMX, "auto must not pick amx (not timed on AMX hardware)");
+    CHECK((best == GGML_T2P_KERNEL_AMX) == offered, "auto must pick amx exactly where it is usable (picked %s)",
+          best ? ggml_t2p_kernel_name(best) : "none");
     if (st != GGML_T2P_OK) {
         size_t s = 0;
         CHECK(ggml_t2p_act_packed_size(GGML_T2P_LAYOUT_X16, GGML_T2P_KERNEL_AMX, K, NCOLS, &s) == GGML_T2P_ERR_UNSUPPORTED, "act size for a refused amx");

@@ -10,7 +10,7 @@ mod common;
 use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
 use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
-use ggml_t2p::kernels::amx::{Blocking, PASS_TILES};
+use ggml_t2p::kernels::amx::{pass_groups, Blocking, PASS_TILES};
 use ggml_t2p::kernels::amx_model::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts};
 use ggml_t2p::kernels::table::AMX_MIN_COLS;
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
@@ -198,7 +198,7 @@ fn model_kernel_every_width_bit_exact() {
 
 /// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources; 300
 /// columns (passes of `PASS_TILES` accumulators) on a pair of row tiles and on a pair and a lone
-/// one.
+/// one; k = 16000 (passes of two groups: the activation budget) on a pair and a lone row tile.
 #[test]
 fn model_kernel_shapes_and_sources() {
     let mut checked = 0;
@@ -211,7 +211,10 @@ fn model_kernel_shapes_and_sources() {
         (96, 384, 31),
         (20, 256, 300),
         (36, 256, 300),
+        // k = 16000: passes of 2 column groups (`pass_groups`), 5 groups with the last padded
+        (48, 16000, 67),
     ];
+    assert_eq!(pass_groups(16000 / QK, 2), 2, "the large-k shape must split the columns into passes of two");
     for (i, &(n_rows, k, n_cols)) in shapes.iter().enumerate() {
         for ptq1 in [false, true] {
             let c = case(0xB0B0 + i as u64 * 2 + u64::from(ptq1), n_rows, k, n_cols, ptq1);
@@ -339,7 +342,7 @@ fn model_kernel_extremes() {
 }
 
 /// The level's plumbing: its name and C value, the pack format by batch width (tiles from
-/// `AMX_MIN_COLS` columns), never chosen by `auto`, and refused where the CPU or OS lacks AMX.
+/// `AMX_MIN_COLS` columns), `auto`'s first choice where usable, and refused where the CPU or OS lacks AMX.
 #[test]
 fn amx_level_plumbing() {
     let amx = KernelLevel::Amx;
@@ -356,10 +359,14 @@ fn amx_level_plumbing() {
     assert_eq!(ActFormat::for_kernel(Layout::X16, KernelLevel::Avx512Vnni, 64), Ok(ActFormat::Halves));
     let req = amx.required();
     assert!(req.amx_tile && req.amx_int8 && req.avx512vnni && req.avx2);
-    assert_eq!(
-        KernelLevel::best_on(req),
-        if cfg!(target_arch = "x86_64") { Some(KernelLevel::Avx512Vnni) } else { None }
-    );
+    assert_eq!(KernelLevel::best_on(req), if cfg!(target_arch = "x86_64") { Some(amx) } else { None });
+    // auto takes amx where this process may use the tiles, else the best other level
+    let best = KernelLevel::best();
+    if amx.is_available() {
+        assert_eq!(best, Some(amx));
+    } else {
+        assert_ne!(best, Some(amx));
+    }
     assert_eq!(amx.is_available_on(req), cfg!(target_arch = "x86_64"));
     let no_int8 = ggml_t2p::CpuFeatures { amx_int8: false, ..req };
     assert!(!amx.is_available_on(no_int8));

@@ -403,8 +403,9 @@ fn best_level_choice() {
         (CpuFeatures { avxvnni: true, avx512vnni: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, avx512vnni: true, amd: true, ..base }, Some(Avx512Vnni)),
         (CpuFeatures { avxvnni: true, amd: true, ..base }, Some(AvxVnni)),
-        // AMX is only forced, never chosen (not timed on AMX hardware yet)
-        (CpuFeatures { avxvnni: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..base }, Some(Avx512Vnni)),
+        // AMX first where the CPU has it (best() also needs the OS's tile permission)
+        (CpuFeatures { avxvnni: true, avx512vnni: true, amx_tile: true, amx_int8: true, ..base }, Some(Amx)),
+        (CpuFeatures { avx512vnni: true, amx_tile: true, ..base }, Some(Avx512Vnni)),
     ];
     let arm_cases = [
         (CpuFeatures::default(), None),
