@@ -24,6 +24,7 @@
 //! the reference bits. Tiles of several columns share each decoded word.
 
 use super::act_pack::Q8Half;
+use super::features::CpuFeatures;
 use super::operands::Job;
 use crate::format::{BlockX16, X16_ROWS};
 use half::f16;
@@ -51,6 +52,16 @@ pub(crate) trait Isa {
     /// The narrowest tile that prefetches its weights ([`PF_BLOCKS`]; [`PF_MIN_COLS`] unless the
     /// level measured otherwise).
     const PF_MIN_COLS: usize = PF_MIN_COLS;
+    /// Whether the level's gemv runs differently on Intel (any CPU not reported as AMD): there it
+    /// prefetches its weights [`PF_BLOCKS`] ahead and reads [`GEMV_STREAMS`] row tiles side by
+    /// side at every k (default: no; AMD keeps [`Isa::STREAMS_MIN_BLOCKS`] and no prefetch, as
+    /// measured on Zen 4). The VNNI levels do. Measured on an AMX Xeon (KVM, 2 cores;
+    /// `docs/results.md`, section 9.4): `examples/levels --dram` (1 thread, k 32768, 1.14 GB), the
+    /// `avx512vnni` gemv at 77-78% of a plain read loop without the prefetch and 99-101% with it
+    /// (`avx2` 90-93%); the synthetic Bonsai 2 2B in llama.cpp (k 2048 and 6144), tg128 17.0 t/s
+    /// at 1 thread and 30.7 at 2 before, 20.2-21.7 and 37.0-38.8 with the prefetch alone,
+    /// 22.4-23.1 and 41.1-42.3 with four tiles at every k too (`avx2` 21.3-21.9 and 36.8-38.7).
+    const INTEL_GEMV: bool = false;
     /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
     /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
     /// tile (twice); default: no (not measured for the level).
@@ -200,6 +211,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
     job: &Job<'_, BlockX16, Q8Half>,
     t0: usize,
     c0: usize,
+    pf_gemv: bool,
 ) {
     debug_assert_eq!(R * I::LANES, X16_ROWS);
     let nb = job.nb;
@@ -239,7 +251,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
         }
         for (j, (sumf, blocks)) in sumf.iter_mut().zip(streams.iter()).enumerate() {
             let b = &blocks[i];
-            if NC >= I::PF_MIN_COLS {
+            if NC >= I::PF_MIN_COLS || (NC == 1 && pf_gemv) {
                 // the weights PF_BLOCKS blocks ahead, into the job's next tile at a tile's end
                 if let Some(ahead) = job_blocks.get((t0 + j) * nb + i + PF_BLOCKS) {
                     prefetch_block(ahead);
@@ -341,8 +353,9 @@ const _: () = assert!(GEMV_STREAMS == 4);
 
 /// Blocks per row (k / 128) from which a gemv reads [`GEMV_STREAMS`] row tiles side by side:
 /// k >= 16384 (the measurements at [`GEMV_STREAMS`]); shorter rows read one tile at a time. The
-/// VNNI levels' value ([`Isa::STREAMS_MIN_BLOCKS`]); `avx2` reads four tiles at every k (see
-/// `Avx2`'s value in [`super::x86_avx2`]).
+/// VNNI levels' value ([`Isa::STREAMS_MIN_BLOCKS`]) on AMD (on Intel they read four at every k:
+/// [`Isa::INTEL_GEMV`]); `avx2` reads four tiles at every k (see `Avx2`'s value in
+/// [`super::x86_avx2`]).
 pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
@@ -356,16 +369,19 @@ pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 #[inline(always)]
 pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job<'_, BlockX16, Q8Half>) {
     if job.n_cols == 1 {
-        // gemv: long rows GEMV_STREAMS tiles side by side, then the rest one by one
+        // gemv: long rows GEMV_STREAMS tiles side by side, then the rest one by one; on Intel,
+        // for a level that says so, every row with the prefetch (Isa::INTEL_GEMV)
+        let intel = I::INTEL_GEMV && !CpuFeatures::detect().amd;
+        let min_blocks = if intel { 0 } else { I::STREAMS_MIN_BLOCKS };
         let mut t = job.tiles.start;
         // SAFETY: (each call) one column, c0 = 0 < n_cols; the tiles are the job's.
         unsafe {
-            while job.nb >= I::STREAMS_MIN_BLOCKS && t + GEMV_STREAMS <= job.tiles.end {
-                tiles::<I, R, 1, GEMV_STREAMS>(job, t, 0);
+            while job.nb >= min_blocks && t + GEMV_STREAMS <= job.tiles.end {
+                tiles::<I, R, 1, GEMV_STREAMS>(job, t, 0, intel);
                 t += GEMV_STREAMS;
             }
             while t < job.tiles.end {
-                tiles::<I, R, 1, 1>(job, t, 0);
+                tiles::<I, R, 1, 1>(job, t, 0, intel);
                 t += 1;
             }
         }
@@ -376,23 +392,23 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
         // SAFETY: (each call) c0 + width <= n_cols by the loop conditions; the rest is forwarded.
         unsafe {
             while c0 + NC <= job.n_cols {
-                tiles::<I, R, NC, 1>(job, t, c0);
+                tiles::<I, R, NC, 1>(job, t, c0, false);
                 c0 += NC;
             }
             if NC > 4 && c0 + 4 <= job.n_cols {
-                tiles::<I, R, 4, 1>(job, t, c0);
+                tiles::<I, R, 4, 1>(job, t, c0, false);
                 c0 += 4;
             }
             if I::TAIL3 && NC > 3 && c0 + 3 <= job.n_cols {
-                tiles::<I, R, 3, 1>(job, t, c0);
+                tiles::<I, R, 3, 1>(job, t, c0, false);
                 c0 += 3;
             }
             if NC > 2 && c0 + 2 <= job.n_cols {
-                tiles::<I, R, 2, 1>(job, t, c0);
+                tiles::<I, R, 2, 1>(job, t, c0, false);
                 c0 += 2;
             }
             if NC > 1 && c0 < job.n_cols {
-                tiles::<I, R, 1, 1>(job, t, c0);
+                tiles::<I, R, 1, 1>(job, t, c0, false);
             }
         }
     }

@@ -195,6 +195,7 @@ impl<W: Width> Isa for Vnni<W> {
     type Acc = Acc<W::V>;
     const LANES: usize = W::LANES;
     const SPLIT_NARROW: bool = true;
+    const INTEL_GEMV: bool = true;
 
     #[inline(always)]
     unsafe fn load(p: *const u8) -> W::V {
