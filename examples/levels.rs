@@ -69,17 +69,43 @@ fn cpu_ns() -> u64 {
 mod rng;
 use rng::Rng;
 
+/// The ternary matrices of Bonsai 2 (rows x k): 9B attention and FFN (4096, 12288), 27B FFN and
+/// linear attention (17408, 5120, 10240), and the LM heads of the 2B and 9B (vocab 248320).
+const BONSAI2_SHAPES: [(usize, usize); 8] = [
+    (4096, 4096),
+    (12288, 4096),
+    (4096, 12288),
+    (17408, 5120),
+    (5120, 17408),
+    (10240, 5120),
+    (248320, 2048),
+    (248320, 4096),
+];
+
+/// `ROWSxK` with rows a multiple of 16 and k of 256; `None` otherwise.
+fn parse_shape(s: &str) -> Option<(usize, usize)> {
+    let (r, k) = s.trim().split_once('x')?;
+    let (r, k) = (r.parse::<usize>().ok()?, k.parse::<usize>().ok()?);
+    (r > 0 && k > 0 && r % 16 == 0 && k % 256 == 0).then_some((r, k))
+}
+
 fn main() {
     const USAGE: &str =
-        "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram] [--cols LIST]\n  \
+        "usage: cargo run --release --example levels -- [--reps N] [--quick | --dram | --shapes LIST] [--cols LIST] [--levels LIST]\n  \
          --reps N   timed batches per level and case (N >= 1, default 9)\n  \
          --quick    one shape (4096x4096) instead of three\n  \
+         --shapes L rows x k of each matrix, comma-separated (e.g. 12288x4096,248320x2048; rows a multiple of\n             \
+         16, k of 256); 'bonsai2' for the Bonsai 2 matrices: 4096x4096, 12288x4096, 4096x12288,\n             \
+         17408x5120, 5120x17408, 10240x5120 and the LM heads 248320x2048, 248320x4096\n  \
+         --levels L the levels to time, comma-separated (default: every x86 level this CPU runs)\n  \
          --cols L   batch widths to time, comma-separated (default 1,4,64,512; not with --dram)\n  \
          --dram     gemv only, on a 131072x32768 matrix (1.14 GB, beyond any last-level cache), beside\n             \
          the faster of two plain read loops over the same bytes (one stream; four row tiles side by side,\n             \
          the gemv's order), timed in turn with the levels";
     let (mut reps, mut quick, mut dram) = (9usize, false, false);
     let mut cols: Option<Vec<usize>> = None;
+    let mut custom: Option<Vec<(usize, usize)>> = None;
+    let mut only: Option<Vec<KernelLevel>> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -96,6 +122,23 @@ fn main() {
                 Some(Ok(v)) if !v.is_empty() && !v.contains(&0) => cols = Some(v),
                 _ => usage_error(USAGE, "--cols takes batch widths of 1 or more, comma-separated (e.g. 8,16,32)"),
             },
+            "--levels" => match args
+                .next()
+                .map(|v| v.split(',').map(|n| KernelLevel::from_name(n.trim())).collect::<Option<Vec<_>>>())
+            {
+                Some(Some(v)) if !v.is_empty() => only = Some(v),
+                _ => usage_error(USAGE, "--levels takes level names, comma-separated (e.g. avx512vnni,amx)"),
+            },
+            "--shapes" => match args.next().as_deref() {
+                Some("bonsai2") => custom = Some(BONSAI2_SHAPES.to_vec()),
+                Some(v) => match v.split(',').map(parse_shape).collect::<Option<Vec<_>>>() {
+                    Some(s) if !s.is_empty() => custom = Some(s),
+                    _ => {
+                        usage_error(USAGE, "--shapes takes ROWSxK pairs (rows a multiple of 16, k of 256), or bonsai2")
+                    }
+                },
+                None => usage_error(USAGE, "--shapes takes ROWSxK pairs, comma-separated, or bonsai2"),
+            },
             "--reps" => match args.next().and_then(|v| v.parse::<usize>().ok()).filter(|&n| n >= 1) {
                 Some(n) => reps = n,
                 None => usage_error(USAGE, "--reps takes a whole number of 1 or more"),
@@ -105,8 +148,11 @@ fn main() {
     }
     let levels: Vec<KernelLevel> = [KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512Vnni, KernelLevel::Amx]
         .into_iter()
-        .filter(|l| l.is_available())
+        .filter(|l| l.is_available() && only.as_ref().is_none_or(|o| o.contains(l)))
         .collect();
+    if levels.is_empty() {
+        usage_error(USAGE, "none of the levels asked for is an x86 level this CPU runs");
+    }
     if dram && cols.is_some() {
         usage_error(USAGE, "--dram times gemv only: no --cols");
     }
@@ -152,7 +198,12 @@ fn main() {
         Arm::NoTiles => None,
         _ => levels.iter().position(|&l| l == arm.level()),
     };
-    let shapes: &[(usize, usize)] = if dram {
+    if custom.is_some() && (dram || quick) {
+        usage_error(USAGE, "--shapes replaces --quick and --dram's shapes: give one of them");
+    }
+    let shapes: &[(usize, usize)] = if let Some(s) = &custom {
+        s
+    } else if dram {
         &[(131072, 32768)]
     } else if quick {
         &[(4096, 4096)]
