@@ -9,7 +9,7 @@
 // file pages, and counts it for the load line). Each MUL_MAT asks for the work plan, every thread
 // quantizes and packs its share of src1 into the work buffer (ggml_t2p_plugin_act_prepare), meets
 // at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). The float
-// ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV) go to ggml_t2p_plugin_hybrid_op, which
+// ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV, and the CONCAT of their conv input) go to ggml_t2p_plugin_hybrid_op, which
 // runs each thread's share or declines (ggml's own op runs). This file
 // knows ggml; it knows no byte order, no ISA and no policy (the library owns all three).
 
@@ -212,9 +212,9 @@ tensor_traits & traits() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The hybrid's float ops (GATED_DELTA_NET, SSM_CONV of Gated-DeltaNet models), whatever buffer
-// their sources are in: ggml-cpu asks every extra buffer type for the traits of every op. The ops
-// are found by name, so a ggml without them still builds.
+// The hybrid's float ops (GATED_DELTA_NET, SSM_CONV of Gated-DeltaNet models) and CONCAT (their
+// conv input), whatever buffer their sources are in: ggml-cpu asks every extra buffer type for the
+// traits of every op. The hybrid's ops are found by name, so a ggml without them still builds.
 
 int op_by_name(const char * name) {
     for (int i = 0; i < GGML_OP_COUNT; ++i) {
@@ -228,6 +228,9 @@ int op_by_name(const char * name) {
 int32_t hybrid_kind(const ggml_tensor * op) {
     static const int conv = op_by_name("SSM_CONV");
     static const int gdn  = op_by_name("GATED_DELTA_NET");
+    if (op->op == GGML_OP_CONCAT) {
+        return GGML_T2P_OP_CONCAT;
+    }
     return op->op == conv ? GGML_T2P_OP_SSM_CONV : (op->op == gdn ? GGML_T2P_OP_GATED_DELTA_NET : 0);
 }
 

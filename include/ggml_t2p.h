@@ -411,6 +411,8 @@ int32_t ggml_t2p_plugin_mul_mat_rows(const ggml_t2p_plugin * plugin, int32_t src
 #define GGML_T2P_OP_SSM_CONV        1 /* srcs: conv_x (d_conv - 1 + T x channels x seqs), conv1d.weight (d_conv x channels) */
 #define GGML_T2P_OP_GATED_DELTA_NET 2 /* srcs: q, k (S x H_k x T x seqs'), v (S x H x T x seqs), g, beta (1 x H x T x seqs),
                                        * state (S*S*H x 1 x seqs); dst: S*H*T*seqs outputs, then the new state */
+#define GGML_T2P_OP_CONCAT          3 /* srcs: a, b, joined along the one dimension where a.ne + b.ne == dst.ne (the
+                                       * conv state and the transposed new tokens); dst dense. A copy: ggml's bits */
 
 /* A tensor as ggml describes one: its first byte, ggml type id (only F32, 0, is handled), elements
  * per dimension (ggml's ne) and byte strides (ggml's nb). */
@@ -428,8 +430,8 @@ typedef struct ggml_t2p_tensor_view {
  * (against ggml's own op built with AVX-512: the same arithmetic in the same order).
  * GGML_T2P_OK: done. GGML_T2P_ERR_UNSUPPORTED: declined, nothing written, let ggml run it
  * (GGML_T2P_HYBRID=0, a type other than F32, a gate per element, more than one state slot, a head
- * size other than 64/128/256, rows that are not contiguous, a destination overlapping a source, a
- * conv wider than 8). Other errors (nothing written; logged once per op kind): NULL, SHAPE (sources
+ * size other than 64/128/256, rows that are not contiguous (CONCAT: a destination that is not
+ * dense), a destination overlapping a source, a conv wider than 8, an empty tensor). Other errors (nothing written; logged once per op kind): NULL, SHAPE (sources
  * that disagree), RANGE (ith outside [0, nth)), INVALID_ARGUMENT (an unknown op or wrong n_srcs).
  * Every thread of one op gets the same answer. */
 int32_t ggml_t2p_plugin_hybrid_op(const ggml_t2p_plugin * plugin, int32_t op, const ggml_t2p_tensor_view * srcs,

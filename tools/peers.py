@@ -9,7 +9,7 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
   ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (amx, avx512vnni, avxvnni,
                   avx2; on ARM i8mm, dotprod; where the OS refuses AMX's tile-data permission, the
                   library runs avx512vnni for ours-amx and says so in the run's log)
-  ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET and SSM_CONV of
+  ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET, SSM_CONV and CONCAT of
                   the Gated-DeltaNet hybrids (qwen35; other models run no such op and match ours)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
   stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)

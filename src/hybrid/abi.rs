@@ -1,6 +1,7 @@
 //! What the C ABI's `ggml_t2p_hybrid_op` (in [`crate::ffi`], declared in `include/ggml_t2p.h`)
 //! does: ggml's tensor views in, the op checked and run.
 
+use super::concat::Concat;
 use super::{split, FloatPath, GatedDeltaNet, SsmConv, View};
 use crate::error::Error;
 use crate::kernels::KernelLevel;
@@ -9,6 +10,8 @@ use crate::kernels::KernelLevel;
 pub const OP_SSM_CONV: i32 = 1;
 /// `GGML_T2P_OP_GATED_DELTA_NET`: sources `q, k, v, g, beta, state`.
 pub const OP_GATED_DELTA_NET: i32 = 2;
+/// `GGML_T2P_OP_CONCAT`: sources `a`, `b` (F32, joined along the dimension where their sizes add up).
+pub const OP_CONCAT: i32 = 3;
 /// ggml's type id of F32.
 const GGML_TYPE_F32: i32 = 0;
 
@@ -43,7 +46,7 @@ fn view(v: &ggml_t2p_tensor_view) -> Result<View, Error> {
 }
 
 /// Runs thread `ith` of `nth`'s share of a hybrid op (`op` one of [`OP_SSM_CONV`],
-/// [`OP_GATED_DELTA_NET`]) at kernel level `kernel`: the body of the C ABI's
+/// [`OP_GATED_DELTA_NET`], [`OP_CONCAT`]) at kernel level `kernel`: the body of the C ABI's
 /// `ggml_t2p_hybrid_op` (see the header). Every error is found before anything is written, from
 /// the arguments alone, so every thread gets the same answer; [`Error::Unsupported`] means
 /// "decline: let ggml run it".
@@ -69,6 +72,7 @@ pub unsafe fn run_op(
     let want = match op {
         OP_SSM_CONV => 2,
         OP_GATED_DELTA_NET => 6,
+        OP_CONCAT => 2,
         _ => return Err(Error::InvalidArgument),
     };
     if srcs.len() != want {
@@ -77,6 +81,12 @@ pub unsafe fn run_op(
     let d = view(dst)?;
     let path = FloatPath::for_level(level);
     let (ith, nth) = (ith as usize, nth as usize);
+    if op == OP_CONCAT {
+        // SAFETY: the caller's views describe valid memory.
+        let cat = unsafe { Concat::new(view(&srcs[0])?, view(&srcs[1])?, d) }?;
+        cat.run(split(cat.units(), nth, ith));
+        return Ok(());
+    }
     if op == OP_SSM_CONV {
         // SAFETY: the caller's views describe valid memory.
         let conv = unsafe { SsmConv::new(view(&srcs[0])?, view(&srcs[1])?, d) }?;

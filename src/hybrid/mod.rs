@@ -39,6 +39,7 @@
 //! that overlaps a source; a conv wider than [`MAX_CONV`]. [`Error::Unsupported`] says "decline".
 
 pub mod abi;
+pub mod concat;
 pub mod reference;
 
 #[cfg(target_arch = "aarch64")]

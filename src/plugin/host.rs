@@ -10,7 +10,7 @@ use super::pages::{self, Release};
 use super::plan::{row_chunks, WorkPlan, WORK_ALIGN};
 use super::{choose, q8k_probe_input, q8k_rounding_matching, source_block_bytes};
 use crate::format::{check_k, BlockQ8K, QK_K};
-use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_GATED_DELTA_NET, OP_SSM_CONV};
+use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_CONCAT, OP_GATED_DELTA_NET, OP_SSM_CONV};
 use crate::kernels::act_pack::{self, ActFormat};
 use crate::kernels::{quantize_q8_k, KernelLevel};
 use crate::reference::Contract;
@@ -67,7 +67,7 @@ pub struct Plugin {
     /// `GGML_T2P_HYBRID`: the hybrid's float ops run here ([`Plugin::hybrid_op`]).
     hybrid: bool,
     /// Per hybrid op kind, whether a decline other than a shape stock must run was logged.
-    hybrid_warned: [core::sync::atomic::AtomicBool; 2],
+    hybrid_warned: [core::sync::atomic::AtomicBool; 3],
     host: Box<dyn Host>,
     stats: LoadStats,
 }
@@ -202,7 +202,7 @@ impl Plugin {
         let hyb = if hybrid { "on" } else { "off (GGML_T2P_HYBRID=0)" };
         let line = format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel {}; PQ2_0 {}, PTQ1_0 {}; Q8_K by {q8k}; \
-             GATED_DELTA_NET and SSM_CONV {hyb})\n",
+             GATED_DELTA_NET, SSM_CONV and CONCAT {hyb})\n",
             env!("CARGO_PKG_VERSION"),
             kernel.name(),
             taken(c.pq2_layout),
@@ -252,11 +252,16 @@ impl Plugin {
         // SAFETY: the caller's contract.
         let r = unsafe { run_op(op, self.kernel as i32, srcs, dst, ith, nth) };
         if let Err(e) = r {
-            let kind = usize::from(op == OP_GATED_DELTA_NET);
+            let kind = match op {
+                OP_GATED_DELTA_NET => 1,
+                OP_CONCAT => 2,
+                _ => 0,
+            };
             if e != Error::Unsupported && !self.hybrid_warned[kind].swap(true, core::sync::atomic::Ordering::Relaxed) {
                 let name = match op {
                     OP_GATED_DELTA_NET => "GATED_DELTA_NET",
                     OP_SSM_CONV => "SSM_CONV",
+                    OP_CONCAT => "CONCAT",
                     _ => "an unknown op",
                 };
                 let line = format!("ggml-t2p: {name} left to ggml: {e:?} ({} sources)\n", srcs.len());
@@ -708,7 +713,7 @@ mod tests {
     fn enabled(pq2: &str, ptq1: &str, q8k: &str) -> String {
         format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel ref; PQ2_0 {pq2}, PTQ1_0 {ptq1}; Q8_K by {q8k}; \
-             GATED_DELTA_NET and SSM_CONV on)\n",
+             GATED_DELTA_NET, SSM_CONV and CONCAT on)\n",
             env!("CARGO_PKG_VERSION")
         )
     }
@@ -772,7 +777,7 @@ mod tests {
         assert!(!p.release_source && p.huge_pages && p.hybrid);
         let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_HYBRID", b"0")]));
         assert!(!p.unwrap().hybrid);
-        assert!(lines[0].ends_with("; GATED_DELTA_NET and SSM_CONV off (GGML_T2P_HYBRID=0))\n"), "{lines:?}");
+        assert!(lines[0].ends_with("; GATED_DELTA_NET, SSM_CONV and CONCAT off (GGML_T2P_HYBRID=0))\n"), "{lines:?}");
         let mut host = fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_QUANTIZE", b"auto")]);
         host.rounding = Some(Contract::Fused);
         let (p, lines) = make(host);

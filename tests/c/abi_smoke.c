@@ -160,6 +160,23 @@ static void hybrid_checks(const ggml_t2p_plugin * p) {
         }
     }
     CHECK(ok, "hybrid: SSM_CONV through the plugin, 3 threads");
+
+    /* CONCAT as the conv input is built: the kept state (NC - 1 x CH) then the new tokens, a
+     * transposed view of y (T x CH: element stride CH floats), into (NC - 1 + T) x CH */
+    static float state[CH][NC - 1], cat[CH][NC - 1 + T];
+    for (int c = 0; c < CH; ++c)
+        for (int i = 0; i < NC - 1; ++i) state[c][i] = (float) (c * 10 + i);
+    ggml_t2p_tensor_view cat_srcs[2] = { f32_view(&state[0][0], NC - 1, CH, 1), f32_view(&y[0][0], T, CH, 1) };
+    cat_srcs[1].nb[0] = 4 * CH; /* ggml_transpose */
+    cat_srcs[1].nb[1] = 4;
+    ggml_t2p_tensor_view cat_dst = f32_view(&cat[0][0], NC - 1 + T, CH, 1);
+    ok = 1;
+    for (int ith = 2; ith >= 0; --ith) ok &= ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_CONCAT, cat_srcs, 2, &cat_dst, ith, 3) == GGML_T2P_OK;
+    for (int c = 0; c < CH; ++c)
+        for (int i = 0; i < NC - 1 + T; ++i) ok &= cat[c][i] == (i < NC - 1 ? state[c][i] : y[i - (NC - 1)][c]);
+    CHECK(ok, "hybrid: CONCAT of the conv state and transposed tokens through the plugin, 3 threads");
+    cat_dst.ne[0] += 1;
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_CONCAT, cat_srcs, 2, &cat_dst, 0, 1) == GGML_T2P_ERR_SHAPE, "hybrid: CONCAT sizes that do not add up");
     y[0][0] = 1234.0f;
     ggml_t2p_tensor_view f16 = dst;
     f16.type = 1;
@@ -186,7 +203,7 @@ static void plugin_checks(const pq2_0_block * w) {
     int32_t lay = -1, native = -1;
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
     snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
-    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET and SSM_CONV on)\n") != NULL,
+    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET, SSM_CONV and CONCAT on)\n") != NULL,
           "plugin: enabled line '%s'", host_log);
     CHECK(host_q8k_values == GGML_T2P_Q8K_PROBE_VALUES, "plugin: the probe ran the host's quantizer once (%d values)", host_q8k_values);
     CHECK(ggml_t2p_plugin_layout(p, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_OK && lay == native, "plugin layout %d", lay);
@@ -273,7 +290,7 @@ static void plugin_checks(const pq2_0_block * w) {
     /* the host's quantizer on request; a host quantizer of its own; bad arguments */
     const char * ggml_q[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_QUANTIZE", "ggml", "GGML_T2P_RELEASE_SOURCE", "no", NULL };
     p = make_plugin(ggml_q, &st, &lines);
-    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET and SSM_CONV on)\n") != NULL && host_q8k_values == 0,
+    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET, SSM_CONV and CONCAT on)\n") != NULL && host_q8k_values == 0,
           "plugin: QUANTIZE=ggml '%s'", host_log);
     {
         static char work[1 << 16];

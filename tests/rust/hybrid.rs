@@ -6,6 +6,7 @@
 mod common;
 
 use common::Rng;
+use ggml_t2p::hybrid::concat::Concat;
 use ggml_t2p::hybrid::{reference, split, FloatPath, GatedDeltaNet, SsmConv, View};
 use ggml_t2p::reference::fma_f32;
 use ggml_t2p::Error;
@@ -490,4 +491,108 @@ fn declines_sources_that_disagree_or_overlap() {
     rows.nb[1] = 8;
     // SAFETY: as above.
     assert_eq!(unsafe { SsmConv::new(xv, wv, rows) }.err(), Some(Error::Unsupported));
+}
+
+/// ggml's CONCAT, literally: every destination element from `a` inside its shape, else from `b`
+/// shifted along `dim` (the element loop of ggml-cpu's `concat_f32`).
+fn naive_concat(a: &View, b: &View, ne: [usize; 4], dim: usize) -> Vec<u32> {
+    let mut out = Vec::with_capacity(ne.iter().product());
+    for i3 in 0..ne[3] {
+        for i2 in 0..ne[2] {
+            for i1 in 0..ne[1] {
+                for i0 in 0..ne[0] {
+                    let i = [i0, i1, i2, i3];
+                    let (src, mut j) = if (0..4).all(|d| i[d] < a.ne[d]) { (a, i) } else { (b, i) };
+                    if !core::ptr::eq(src, a) {
+                        j[dim] -= a.ne[dim];
+                    }
+                    let off: usize = (0..4).map(|d| j[d] * src.nb[d]).sum();
+                    // SAFETY: j is inside src's shape; the test's buffers hold the views.
+                    out.push(unsafe { *src.data.byte_add(off) }.to_bits());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// CONCAT along every dimension, with the second source a transposed view (as the
+/// Gated-DeltaNet conv input's new tokens) or contiguous, split over 1..=4 threads in every
+/// order: ggml's element loop, bit for bit, and nothing written past the destination.
+#[test]
+fn concat_every_dim_and_split_is_ggml_copy() {
+    let mut rng = Rng(0xCA7);
+    // (a.ne, b.ne) per case; dst = a then b along the dimension where they differ
+    let cases: [([usize; 4], [usize; 4]); 6] = [
+        ([3, 40, 1, 1], [37, 40, 1, 1]),  // the conv input: 3 kept + 37 tokens, 40 channels
+        ([3, 33, 2, 1], [1, 33, 2, 1]),   // one token, two sequences
+        ([5, 7, 2, 1], [5, 9, 2, 1]),     // dim 1
+        ([4, 3, 2, 2], [4, 3, 5, 2]),     // dim 2
+        ([6, 5, 3, 1], [6, 5, 3, 2]),     // dim 3
+        ([1, 18, 1, 1], [130, 18, 1, 1]), // rows longer than a unit's
+    ];
+    let mut checked = 0;
+    for (ci, (ane, bne)) in cases.into_iter().enumerate() {
+        let dim = (0..4).find(|&d| ane[d] != bne[d] || (d == 0 && ci < 2)).unwrap();
+        let mut ne = ane;
+        ne[dim] += bne[dim];
+        let av = randv(&mut rng, ane.iter().product());
+        let a = View::contiguous(av.as_ptr(), ane);
+        let bn: usize = bne.iter().product();
+        let bv = randv(&mut rng, bn);
+        for transposed in [false, true] {
+            // transposed: b's elements stored with dims 0 and 1 swapped (ggml_transpose of a
+            // contiguous [ne1, ne0] tensor)
+            let b = if transposed {
+                let nb = [4 * bne[1], 4, 4 * bne[0] * bne[1], 4 * bne[0] * bne[1] * bne[2]];
+                View { data: bv.as_ptr(), ne: bne, nb }
+            } else {
+                View::contiguous(bv.as_ptr(), bne)
+            };
+            let want = naive_concat(&a, &b, ne, dim);
+            let len = want.len();
+            for nth in 1..=4 {
+                let mut out = vec![f32::from_bits(0x7FC0_BEEF); len + 8];
+                let d = View::contiguous(out.as_mut_ptr(), ne);
+                // SAFETY: the views describe the vectors above, which outlive the op.
+                let cat = unsafe { Concat::new(a, b, d) }.unwrap();
+                assert_eq!(cat.dim(), dim);
+                for ith in (0..nth).rev() {
+                    cat.run(split(cat.units(), nth, ith));
+                }
+                assert_eq!(bits(&out[..len]), want, "case {ci} transposed {transposed} nth {nth}");
+                assert!(out[len..].iter().all(|x| x.to_bits() == 0x7FC0_BEEF), "case {ci}: written past dst");
+                checked += len;
+            }
+        }
+    }
+    println!("concat: {checked} floats, every dim, transposed and contiguous sources, 1..=4 threads: ggml's copy");
+}
+
+/// CONCAT declines what ggml must run, and refuses what does not fit, writing nothing.
+#[test]
+fn concat_declines_what_stock_must_run() {
+    let av = [1.0f32; 3 * 8];
+    let bv = [2.0f32; 5 * 8];
+    let mut out = vec![0.0f32; 8 * 8 + 8];
+    let a = View::contiguous(av.as_ptr(), [3, 8, 1, 1]);
+    let b = View::contiguous(bv.as_ptr(), [5, 8, 1, 1]);
+    let d = View::contiguous(out.as_mut_ptr(), [8, 8, 1, 1]);
+    let new = |a: View, b: View, d: View| unsafe { Concat::new(a, b, d) }.map(|c| c.dim());
+    assert_eq!(new(a, b, d), Ok(0));
+    // sizes that add up nowhere, or disagree in another dimension
+    assert_eq!(new(a, b, View::contiguous(d.data, [9, 8, 1, 1])), Err(Error::Shape));
+    assert_eq!(
+        new(a, View::contiguous(bv.as_ptr(), [5, 7, 1, 1]), View::contiguous(d.data, [8, 7, 1, 1])),
+        Err(Error::Shape)
+    );
+    // a destination with gaps between rows, an empty source, a misaligned source
+    assert_eq!(new(a, b, View { nb: [4, 36, 288, 288], ..d }), Err(Error::Unsupported));
+    assert_eq!(new(View { ne: [0, 8, 1, 1], ..a }, View { ne: [8, 8, 1, 1], ..b }, d), Err(Error::Unsupported));
+    let mis = View { data: av.as_ptr().cast::<u8>().wrapping_add(2).cast(), ..a };
+    assert_eq!(new(mis, b, d), Err(Error::Unsupported));
+    // a destination overlapping a source, and null pointers
+    assert_eq!(new(View::contiguous(out.as_ptr().wrapping_add(4), [3, 8, 1, 1]), b, d), Err(Error::Unsupported));
+    assert_eq!(new(View { data: core::ptr::null(), ..a }, b, d), Err(Error::Null));
+    assert!(out.iter().all(|&x| x == 0.0), "nothing written by a refused op");
 }
