@@ -63,9 +63,11 @@ extern "C" {
 #define GGML_T2P_CPU_AMX_TILE   64u /* AMX-TILE with the tile state enabled by the OS (XCR0 17, 18), on
                                       * Linux (other OSes: never). The Linux tile-data permission is not
                                       * part of it: it is asked (arch_prctl ARCH_REQ_XCOMP_PERM, once per
-                                      * process) only when the amx level is asked for, and
+                                      * process) on a CPU with AMX when a level is chosen (AUTO, or
+                                      * ggml_t2p_best_kernel) or amx is asked for, and
                                       * ggml_t2p_supports(..., GGML_T2P_KERNEL_AMX, ...) says whether it
-                                      * was granted */
+                                      * was granted. A granted permission enlarges the process's signal
+                                      * frames (a small sigaltstack may then be refused) */
 #define GGML_T2P_CPU_AMX_INT8   128u /* AMX-INT8 (reported only with AMX_TILE) */
 
 /* Kernel levels. AUTO picks the best the CPU has (an error when it has none of the SIMD levels). */
@@ -124,7 +126,8 @@ int32_t ggml_t2p_assume_kernel(int32_t kernel);
 
 /* The best kernel level this CPU runs, or 0 when it has none of the SIMD levels (ARM without
  * dotprod, x86 without AVX2+FMA+F16C): callers should then decline and leave the weights to stock
- * code. */
+ * code. On a CPU with AMX this asks Linux for the tile-data permission (see GGML_T2P_CPU_AMX_TILE):
+ * AMX where granted, else AVX512VNNI. */
 int32_t ggml_t2p_best_kernel(void);
 
 /* Name of a kernel level ("ref", "dotprod", "i8mm", "avx2", "avxvnni", "avx512vnni", "amx", "auto"), or
@@ -427,7 +430,8 @@ typedef struct ggml_t2p_tensor_view {
  * n_srcs) and destination dst, at the plugin's kernel level; call it from each of the op's nth
  * threads (any order; no barrier needed: the shares write disjoint outputs). The numerics are
  * docs/numerics.md section 7: the same bits at every level, thread count and ubatch split
- * (against ggml's own op built with AVX-512: the same arithmetic in the same order).
+ * (against ggml's own op built with AVX-512: the gated delta rule's arithmetic in its order, CONCAT's
+ * copy; the conv's fused multiply-adds, which are ggml's where its compiler fuses them).
  * GGML_T2P_OK: done. GGML_T2P_ERR_UNSUPPORTED: declined, nothing written, let ggml run it
  * (GGML_T2P_HYBRID=0, a type other than F32, a gate per element, more than one state slot, a head
  * size other than 64/128/256, rows that are not contiguous (CONCAT: a destination that is not

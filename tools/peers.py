@@ -10,7 +10,7 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
                   avx2; on ARM i8mm, dotprod; where the OS refuses AMX's tile-data permission, the
                   library runs avx512vnni for ours-amx and says so in the run's log)
   ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET, SSM_CONV and CONCAT of
-                  the Gated-DeltaNet hybrids (qwen35; other models run no such op and match ours)
+                  the Gated-DeltaNet hybrids (qwen35; other models run neither, only F32 CONCATs if any)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
   stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)
   stock-q4_0      Q4_0 of the fork's llama-quantize (GGML_T2P=0)

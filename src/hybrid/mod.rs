@@ -31,7 +31,9 @@
 //!
 //! **Short conv**, per sequence, token `t` and channel `c`, kernel width `n` (`d_conv`):
 //! `y[t][c] = fma(x[c][t+n-1], w[c][n-1], .. fma(x[c][t], w[c][0], +0.0))`: the taps in order, one
-//! FMA each (ggml-cpu's loop `sumf += s * c` as GCC contracts it in a native build).
+//! FMA each (ggml-cpu's loop `sumf += s * c` where GCC contracts it into FMAs, as in a native build
+//! on Zen 5; where it vectorizes the products instead, as in a native build on an AMX Xeon, stock
+//! rounds each product first: docs/numerics.md section 7).
 //!
 //! # What is declined (stock runs)
 //! Anything but F32; a gate per element (`g` with `ne0 == S`, "KDA"); more than one state slot
@@ -119,7 +121,17 @@ impl View {
 
     /// Whether the view is dense (rows follow each other, no gaps): ggml's `ggml_is_contiguous`.
     fn dense(&self) -> bool {
-        self.nb == View::contiguous(self.data, self.ne).nb
+        let mut want = 4usize;
+        for d in 0..4 {
+            if self.nb[d] != want {
+                return false;
+            }
+            match want.checked_mul(self.ne[d]) {
+                Some(w) => want = w,
+                None => return d == 3,
+            }
+        }
+        true
     }
 
     /// The bytes the view spans: `[start, end)` addresses, `None` for an empty view or overflow.

@@ -301,11 +301,11 @@ unsafe fn sums_2x2<X: Tiles>(t: &mut X, a0: &ActTile16, a1: &ActTile16, b: &[BTi
     }
 }
 
-/// The X16 x Q8_K gemm on tiles: the job's row tiles one or two at a time (`blocking`), column
-/// groups of 16 (the last one padded) in passes of [`PASS_TILES`] accumulators, each block's
-/// `isum` tiles from two `tdpbssd` each ([`Blocking`]), then the reference float step in block
-/// order. Loads the configuration at the start of every pass (after the calls that zero its sums) and
-/// releases the tiles at exit.
+/// The X16 x Q8_K gemm on tiles: column groups of 16 (the last one padded) in passes of
+/// [`pass_groups`] (the outer loop), the job's row tiles one or two at a time (`blocking`) inside
+/// each, each block's `isum` tiles from two `tdpbssd` each ([`Blocking`]), then the reference float
+/// step in block order. Loads the configuration for every (pass, row tiles) before its first tile
+/// instruction (after the calls that zero its sums) and releases the tiles at exit.
 ///
 /// # Safety
 /// `job` validated by `gemm_raw` (or the test entry points of `amx_model`) with a

@@ -304,7 +304,8 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
 /// Without it, tiles of 2 to 16 columns over a matrix that comes from DRAM ran at 36-74% of their
 /// issue limit where the same tiles in cache ran at 88-90%: the next blocks' loads wait in the
 /// out-of-order window behind a block's worth of multiply-adds, so few cache misses are in flight
-/// (a gemv has little work per block and keeps enough loads in flight by itself). Zen 4, 1 thread,
+/// (a gemv has little work per block and keeps enough loads in flight by itself on Zen 4; on Intel
+/// the VNNI gemv prefetches too, [`Isa::INTEL_GEMV`]). Zen 4, 1 thread,
 /// 17408 x 5120 and 5120 x 17408 (23.7 MB, from DRAM), `examples/levels` with 2..64 columns, share
 /// of the issue limit. Prefetching within the tile only, two interleaved rounds, `avx512vnni` at
 /// distance 0 / 2 / 4 / 8 blocks: 4 columns 46-52% / 53-69% / 65-75% / 68-79%, 8 columns
@@ -359,8 +360,9 @@ const _: () = assert!(GEMV_STREAMS == 4);
 pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
-/// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks, then the job's last tiles (all of them for
-/// shorter rows) one by one. Several columns: for each row tile, columns in tiles of `NC`,
+/// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks (every row, with the prefetch, on Intel for a
+/// level with [`Isa::INTEL_GEMV`]), then the job's last tiles (all of them for shorter rows) one by
+/// one. Several columns: for each row tile, columns in tiles of `NC`,
 /// then 4, 3 (where [`Isa::TAIL3`]), 2, 1 for the rest (each smaller tile only when `NC` is
 /// larger).
 ///

@@ -349,7 +349,7 @@ int main(void) {
     if (known) {
         /* amx where the CPU offers it (the OS's permission decides between it and avx512vnni) */
         const int best_ok = best == GGML_T2P_KERNEL_AMX ? cpu_has[best] != 0
-                            : best > 0 && best < GGML_T2P_KERNEL_AMX ? cpu_has[best] == 1 && (cpu_has[GGML_T2P_KERNEL_AMX] <= 0 || best == GGML_T2P_KERNEL_AVX512VNNI)
+                            : best > 0 && best < GGML_T2P_KERNEL_AMX ? cpu_has[best] == 1 && (cpu_has[GGML_T2P_KERNEL_AMX] == 0 || best == GGML_T2P_KERNEL_AVX512VNNI)
                                                                     : 0;
         CHECK(any_simd ? best_ok : best == 0, "the library's best kernel %d (%s) is not one this CPU has",
               best, best ? ggml_t2p_kernel_name(best) : "none");

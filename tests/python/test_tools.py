@@ -158,7 +158,9 @@ class Workaround(unittest.TestCase):
 
     def test_flags_leave_amx_out_of_a_native_build(self):
         """The flags against the -march of an AMX CPU, in both orders (ggml puts -march=native after
-        CMAKE_CXX_FLAGS): __AMX_INT8__ (which guards ggml's AMX code) gone, AVX-512 VNNI kept."""
+        CMAKE_CXX_FLAGS): __AMX_INT8__ (which guards ggml's AMX code) gone, AVX-512 VNNI kept. GCC
+        spells the macros __AMX_INT8__ / __AMX_TILE__, clang __AMXINT8__ / __AMXTILE__ (so a clang
+        build never compiles ggml's AMX code); both spellings must go."""
         compilers = [c for c in ("g++", "clang++") if shutil.which(c)]
         if not compilers:
             self.skipTest("no g++ or clang++ to ask")
@@ -170,11 +172,14 @@ class Workaround(unittest.TestCase):
                     self.skipTest(f"{cxx} does not know -march=sapphirerapids or the AMX flags: {p.stderr[:200]}")
                 return p.stdout
             off = tc.AMX_OFF_FLAGS.split()
-            self.assertIn("__AMX_INT8__", macros(["-march=sapphirerapids"]))
+            def defined(m, *names):
+                return any(f"#define {n} " in m for n in names)
+            int8, tile = ("__AMX_INT8__", "__AMXINT8__"), ("__AMX_TILE__", "__AMXTILE__")
+            self.assertTrue(defined(macros(["-march=sapphirerapids"]), *int8), cxx)
             for flags in (off + ["-march=sapphirerapids"], ["-march=sapphirerapids"] + off):
                 m = macros(flags)
-                self.assertNotIn("__AMX_INT8__", m, (cxx, flags))
-                self.assertNotIn("__AMX_TILE__", m, (cxx, flags))
+                self.assertFalse(defined(m, *int8), (cxx, flags))
+                self.assertFalse(defined(m, *tile), (cxx, flags))
                 self.assertIn("__AVX512VNNI__", m, (cxx, flags))
 
 

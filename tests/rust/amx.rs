@@ -56,8 +56,8 @@ fn variants() -> Vec<(bool, Blocking)> {
 /// The `tdpbssd` per `C` tile that `blocking` runs for the row tiles of `rows` (16 each, the last
 /// maybe partial) and `n_cols` columns of k = `k`: two per (row tile, column group of 16, block).
 /// `OneByOne`: all on `tmm0`. `TwoByTwo`: row tiles in pairs, the last one alone if their count
-/// is odd; a pair's column groups in passes of `PASS_TILES / 2`, a lone tile's in passes of
-/// `PASS_TILES`; within a pass, groups in pairs and the last alone if odd; 2x2 on `tmm0..tmm3`,
+/// is odd; column groups in passes of `pass_groups` (even, so only the last pass can end on a lone
+/// group); within a pass, groups in pairs and the last alone if odd; 2x2 on `tmm0..tmm3`,
 /// 2x1 on `tmm0`/`tmm1`, 1x2 on `tmm0`/`tmm2`, 1x1 on `tmm0`. The blockings give the same bits,
 /// so this is what tells them apart.
 fn expected_dpbssd(rows: &core::ops::Range<usize>, k: usize, n_cols: usize, blocking: Blocking) -> [u64; 8] {
@@ -366,6 +366,9 @@ fn amx_level_plumbing() {
         assert_eq!(best, Some(amx));
     } else {
         assert_ne!(best, Some(amx));
+        if KernelLevel::Avx512Vnni.is_available() {
+            assert_eq!(best, Some(KernelLevel::Avx512Vnni), "no tiles here: the best other level");
+        }
     }
     assert_eq!(amx.is_available_on(req), cfg!(target_arch = "x86_64"));
     let no_int8 = ggml_t2p::CpuFeatures { amx_int8: false, ..req };
