@@ -78,7 +78,7 @@ extern "C" {
 #define GGML_T2P_KERNEL_AVX2       4 /* x86-64: vpmaddubsw, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVXVNNI    5 /* x86-64: vpdpbusd ymm, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16) */
-#define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd 16x16 tiles for gemm of 16+ columns, the
+#define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd 16x16 tiles for gemm of 10+ columns, the
                                       * AVX512VNNI kernels below that (X16). AUTO's first choice
                                       * where the OS grants the tile state. */
 

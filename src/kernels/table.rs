@@ -56,11 +56,16 @@ pub enum KernelLevel {
 }
 
 /// The narrowest batch the [`KernelLevel::Amx`] level runs on tiles (packed as
-/// [`ActFormat::T16`]); gemv and narrower batches run its AVX-512 VNNI kernels (Halves pack).
-/// 16 = one full `A` tile. Measured (`examples/levels`, one thread, an AMX Xeon under KVM,
-/// 4096 x 4096): at 16 columns the tiles ran 2.1x the `avx512vnni` gemm; narrower batches are
-/// padded to 16 columns, so the tiles' work stays the same while the VNNI gemm's shrinks.
-pub const AMX_MIN_COLS: usize = 16;
+/// [`ActFormat::T16`], padded to whole groups of 16 columns); gemv and narrower batches run its
+/// AVX-512 VNNI kernels (Halves pack). Measured (AMX Xeon VM, one thread, 4096 x 4096, the tile
+/// kernel on a T16 pack of each width against the `avx512vnni` gemm, two runs): 4 columns 0.70x,
+/// 6 columns 1.10-1.14x, 8 1.14x, 10 1.51-1.57x, 12 1.83-1.84x, 14 2.14-2.19x, 16 2.05-2.15x (the
+/// tiles take the same time from 4 to 16 columns; the VNNI gemm's grows with the width). Inside
+/// llama.cpp, where the weights come from memory (the 2B, llama-bench pp N with `amx` tiles from 6
+/// columns against `avx512vnni`, 1 / 2 threads, two rounds): pp8 0.95x / 0.91x, pp9 1.03-1.04x /
+/// 0.94-0.96x, pp10 0.99-1.07x / 1.03-1.06x, pp11 1.07-1.14x / 1.12-1.18x, pp12 1.20-1.24x /
+/// 1.14-1.16x, pp16 1.32-1.36x / 1.28-1.31x: the tiles from 10 columns.
+pub const AMX_MIN_COLS: usize = 10;
 
 /// The architecture a level's kernels are built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
