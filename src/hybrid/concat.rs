@@ -92,15 +92,17 @@ impl Concat {
         let (rows, d) = (self.rows(), self.dst);
         for u in units.start..units.end.min(self.units()) {
             let block = u * CONCAT_UNIT_ROWS..((u + 1) * CONCAT_UNIT_ROWS).min(rows);
+            // the block's first row as (i1, i2, i3), then counted on (no division per row)
+            let r0 = block.start;
+            let mut i = [0, r0 % d.ne[1], (r0 / d.ne[1]) % d.ne[2], r0 / (d.ne[1] * d.ne[2])];
             // Per destination row: its index, its first float, and the source row it copies
             // from (dim 0: the row of `a` then the row of `b` at column a.ne0).
             let mut seg_a: [(*const f32, *mut f32); CONCAT_UNIT_ROWS] =
                 [(core::ptr::null(), core::ptr::null_mut()); CONCAT_UNIT_ROWS];
             let mut seg_b = seg_a;
             let (mut na, mut nb) = (0, 0);
-            for r in block {
-                let i = [0, r % d.ne[1], (r / d.ne[1]) % d.ne[2], r / (d.ne[1] * d.ne[2])];
-                // SAFETY: r < rows, so the row is inside the dense destination.
+            for _ in block {
+                // SAFETY: the row is one of the destination's (r < rows), inside the dense view.
                 let out = unsafe { (d.data as *mut f32).add(d.at(i[1], i[2], i[3])) };
                 if self.dim == 0 {
                     seg_a[na] = (self.src_row(&self.a, i), out);
@@ -116,6 +118,15 @@ impl Concat {
                     j[self.dim] -= self.a.ne[self.dim];
                     seg_b[nb] = (self.src_row(&self.b, j), out);
                     nb += 1;
+                }
+                i[1] += 1;
+                if i[1] == d.ne[1] {
+                    i[1] = 0;
+                    i[2] += 1;
+                    if i[2] == d.ne[2] {
+                        i[2] = 0;
+                        i[3] += 1;
+                    }
                 }
             }
             // SAFETY: each pair is a source row of `ne0` elements (the view's stride) and a
@@ -135,9 +146,10 @@ impl Concat {
 }
 
 /// Copies `n` floats of each pair's source row (element stride `stride` bytes) to its
-/// destination row (contiguous). A contiguous source goes row by row; a strided one a column at
+/// destination row (contiguous). A contiguous source of 16 or more floats a row goes row by row
+/// (`memcpy`); a strided one, or short rows (a decoded token's conv state: 3 floats), a column at
 /// a time over all the rows, so rows whose sources are neighbours in memory (a transposed view)
-/// share each cache line read.
+/// share each cache line read, and no call is made per short row.
 ///
 /// # Safety
 /// Every source row holds `n` floats at `stride`, every destination row has room for `n` floats,
@@ -145,7 +157,7 @@ impl Concat {
 unsafe fn copy_rows(pairs: &[(*const f32, *mut f32)], n: usize, stride: usize) {
     // SAFETY: the caller's contract.
     unsafe {
-        if stride == 4 {
+        if stride == 4 && n >= 16 {
             for &(s, d) in pairs {
                 core::ptr::copy_nonoverlapping(s, d, n);
             }
