@@ -98,7 +98,7 @@ pub unsafe fn run_op(
         *x = view(c)?;
     }
     // The destination holds the outputs, then the new state: dense, that many floats.
-    if d.nb != View::contiguous(d.data, d.ne).nb {
+    if !d.dense() {
         return Err(Error::Unsupported);
     }
     let len = d.ne.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).ok_or(Error::Shape)?;

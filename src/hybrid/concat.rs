@@ -35,12 +35,6 @@ unsafe impl Send for Concat {}
 // SAFETY: as above.
 unsafe impl Sync for Concat {}
 
-/// Whether a view's strides are whole floats, its data aligned for `f32` and its extent fits
-/// the address space (any element stride: a source may be transposed).
-fn strided_ok(v: &View) -> bool {
-    v.nb.iter().all(|&b| b % 4 == 0) && (v.data as usize).is_multiple_of(4) && v.span().is_some()
-}
-
 impl Concat {
     /// Checks an op (ggml's sources `a`, `b` and `dst`). Errors (nothing written):
     /// [`Error::Null`] for a null pointer; [`Error::Shape`] when no dimension has
@@ -63,7 +57,7 @@ impl Concat {
                     && (0..4).filter(|&e| e != d).all(|e| a.ne[e] == dst.ne[e] && b.ne[e] == dst.ne[e])
             })
             .ok_or(Error::Shape)?;
-        if ![a, b, dst].iter().all(strided_ok) || !dst.dense() {
+        if ![a, b, dst].iter().all(View::floats_ok) || !dst.dense() {
             return Err(Error::Unsupported);
         }
         if overlaps(dst.span(), a.span()) || overlaps(dst.span(), b.span()) {

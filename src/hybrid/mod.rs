@@ -115,8 +115,15 @@ impl View {
     /// for `f32` and the view's extent fits the address space (a view that fails any of these is
     /// declined: ggml never makes one).
     fn rows_contiguous(&self) -> bool {
+        self.nb[0] == 4 && self.floats_ok()
+    }
+
+    /// Whether every stride is a whole number of floats, the data is aligned for `f32` and the
+    /// view's extent fits the address space, whatever the element stride (a transposed view
+    /// passes).
+    fn floats_ok(&self) -> bool {
         let extent_fits = self.len() == Some(0) || self.span().is_some();
-        self.nb[0] == 4 && self.nb.iter().all(|&b| b % 4 == 0) && (self.data as usize).is_multiple_of(4) && extent_fits
+        self.nb.iter().all(|&b| b % 4 == 0) && (self.data as usize).is_multiple_of(4) && extent_fits
     }
 
     /// Whether the view is dense (rows follow each other, no gaps): ggml's `ggml_is_contiguous`.

@@ -420,8 +420,7 @@ impl KernelLevel {
     /// A level that needs the tile permission (`amx`) is asked for it here, once per process, and
     /// skipped when the OS refuses it ([`KernelLevel::is_available`]).
     pub fn best() -> Option<Self> {
-        let f = CpuFeatures::detect();
-        BEST_ORDER.into_iter().find(|l| l.is_available_on(f) && (!l.spec().tile_permission || l.is_available()))
+        BEST_ORDER.into_iter().find(|l| l.is_available())
     }
 
     /// [`KernelLevel::best`] for a CPU with features `f`, the OS granting every permission.

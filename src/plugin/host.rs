@@ -252,18 +252,14 @@ impl Plugin {
         // SAFETY: the caller's contract.
         let r = unsafe { run_op(op, self.kernel as i32, srcs, dst, ith, nth) };
         if let Err(e) = r {
-            let kind = match op {
-                OP_GATED_DELTA_NET => 1,
-                OP_CONCAT => 2,
-                _ => 0,
+            // the op's slot in hybrid_warned (an unknown op shares SSM_CONV's) and its name
+            let (kind, name) = match op {
+                OP_SSM_CONV => (0, "SSM_CONV"),
+                OP_GATED_DELTA_NET => (1, "GATED_DELTA_NET"),
+                OP_CONCAT => (2, "CONCAT"),
+                _ => (0, "an unknown op"),
             };
             if e != Error::Unsupported && !self.hybrid_warned[kind].swap(true, core::sync::atomic::Ordering::Relaxed) {
-                let name = match op {
-                    OP_GATED_DELTA_NET => "GATED_DELTA_NET",
-                    OP_SSM_CONV => "SSM_CONV",
-                    OP_CONCAT => "CONCAT",
-                    _ => "an unknown op",
-                };
                 let line = format!("ggml-t2p: {name} left to ggml: {e:?} ({} sources)\n", srcs.len());
                 self.host.log(LogLevel::Warn, line.as_bytes());
             }
