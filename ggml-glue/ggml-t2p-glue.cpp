@@ -8,7 +8,9 @@
 // whole tensor to ggml_t2p_plugin_repack (which repacks it, in slices that release the source's
 // file pages, and counts it for the load line). Each MUL_MAT asks for the work plan, every thread
 // quantizes and packs its share of src1 into the work buffer (ggml_t2p_plugin_act_prepare), meets
-// at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). The float
+// at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). A GET_ROWS
+// on our weights (the token embedding; accepted so that a tied LM head and its embedding are one
+// repacked tensor) goes to ggml_t2p_plugin_get_rows. The float
 // ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV, and the CONCAT of their conv input) go to ggml_t2p_plugin_hybrid_op, which
 // runs each thread's share or declines (ggml's own op runs). This file
 // knows ggml; it knows no byte order, no ISA and no policy (the library owns all three).
@@ -116,6 +118,29 @@ bool mul_mat_ok(const ggml_tensor * op) {
     return ggml_t2p_plugin_supports(plugin(), src0->type, src0->ne[1], src0->ne[0]) == GGML_T2P_OK;
 }
 
+// Which GET_ROWS the plugin runs: a lookup in a 2-D weight of ours (the token embedding) by a 1-D
+// I32 id vector into F32 rows. Accepting it places the embedding in our buffer, where a tied LM
+// head (llama.cpp's duplicate of token_embd, made in the same buffer type's context) is the same
+// tensor: one repacked copy serves both.
+bool get_rows_ok(const ggml_tensor * op) {
+    const ggml_tensor * src0 = op->src[0];
+    const ggml_tensor * src1 = op->src[1];
+    if (op->op != GGML_OP_GET_ROWS || src0 == nullptr || src1 == nullptr) {
+        return false;
+    }
+    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0)) {
+        return false;
+    }
+    if (src1->type != GGML_TYPE_I32 || src1->ne[1] != 1 || src1->ne[2] != 1 || src1->ne[3] != 1) {
+        return false;
+    }
+    if (op->type != GGML_TYPE_F32 || op->ne[0] != src0->ne[0] || op->ne[1] != src1->ne[0] || op->ne[2] != 1 ||
+        op->ne[3] != 1 || op->nb[0] != sizeof(float)) {
+        return false;
+    }
+    return ggml_t2p_plugin_get_rows_supported(plugin(), src0->type, src0->ne[1], src0->ne[0]) == GGML_T2P_OK;
+}
+
 int64_t n_cols_of(const ggml_tensor * op) {
     return op->src[1]->ne[1] * op->src[1]->ne[2] * op->src[1]->ne[3];
 }
@@ -138,6 +163,15 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     }
 
     bool compute_forward(ggml_compute_params * params, ggml_tensor * op) override {
+        if (op->op == GGML_OP_GET_ROWS) {
+            if (!get_rows_ok(op)) {
+                GGML_ABORT("ggml-t2p: GET_ROWS %s on weight %s (%s) is not supported by CPU_T2P", op->name,
+                           op->src[0]->name, ggml_type_name(op->src[0]->type));
+            }
+            ggml_t2p_plugin_report(plugin());   // the load line, at the first op on our weights
+            forward_get_rows(params, op);
+            return true;
+        }
         if (op->op != GGML_OP_MUL_MAT) {
             return false;
         }
@@ -153,6 +187,8 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     }
 
   private:
+    static void forward_get_rows(ggml_compute_params * params, ggml_tensor * op);
+
     static void forward_mul_mat(ggml_compute_params * params, ggml_tensor * op) {
         const ggml_tensor * src0   = op->src[0];
         const ggml_tensor * src1   = op->src[1];
@@ -243,6 +279,19 @@ ggml_t2p_tensor_view view_of(const ggml_tensor * t) {
     return v;
 }
 
+size_t buft_get_alloc_size(ggml_backend_buffer_type_t, const ggml_tensor * tensor);
+
+void tensor_traits::forward_get_rows(ggml_compute_params * params, ggml_tensor * op) {
+    const ggml_tensor *        src0 = op->src[0];
+    const ggml_t2p_tensor_view ids  = view_of(op->src[1]);
+    const ggml_t2p_tensor_view dst  = view_of(op);
+    const int32_t st = ggml_t2p_plugin_get_rows(plugin(), src0->type, src0->data, buft_get_alloc_size(nullptr, src0),
+                                                src0->ne[1], src0->ne[0], &ids, &dst, params->ith, params->nth);
+    if (st != GGML_T2P_OK) {   // (an id out of range: stock asserts too)
+        abort_status("ggml_t2p_plugin_get_rows", op, st);
+    }
+}
+
 class hybrid_traits : public ggml::cpu::tensor_traits {
   public:
     bool work_size(int, const ggml_tensor *, size_t &) override {
@@ -265,7 +314,8 @@ class hybrid_traits : public ggml::cpu::tensor_traits {
 class extra_buffer_type : public ggml::cpu::extra_buffer_type {
   public:
     bool supports_op(ggml_backend_dev_t, const ggml_tensor * op) override {
-        if (op->op != GGML_OP_MUL_MAT || op->src[0] == nullptr || op->src[1] == nullptr) {
+        if ((op->op != GGML_OP_MUL_MAT && op->op != GGML_OP_GET_ROWS) || op->src[0] == nullptr ||
+            op->src[1] == nullptr) {
             return false;
         }
         const ggml_tensor * src0 = op->src[0];
@@ -276,11 +326,12 @@ class extra_buffer_type : public ggml::cpu::extra_buffer_type {
         if (src1->buffer != nullptr && !ggml_backend_buft_is_host(src1->buffer->buft)) {
             return false;
         }
-        return mul_mat_ok(op);
+        return op->op == GGML_OP_MUL_MAT ? mul_mat_ok(op) : get_rows_ok(op);
     }
 
     ggml::cpu::tensor_traits * get_tensor_traits(const ggml_tensor * op) override {
-        if (op->op == GGML_OP_MUL_MAT && op->src[0] != nullptr && op->src[0]->buffer != nullptr &&
+        if ((op->op == GGML_OP_MUL_MAT || op->op == GGML_OP_GET_ROWS) && op->src[0] != nullptr &&
+            op->src[0]->buffer != nullptr &&
             op->src[0]->buffer->buft == ggml_backend_cpu_t2p_buffer_type()) {
             return (ggml::cpu::tensor_traits *) op->src[0]->extra;
         }

@@ -14,7 +14,7 @@
  * Sizes: every size query (ggml_t2p_supports, ggml_t2p_repacked_size, ggml_t2p_act_packed_size)
  * answers GGML_T2P_ERR_SHAPE for a size past PTRDIFF_MAX bytes (isize::MAX): no buffer is larger.
  *
- * Flow (ABI 3): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
+ * Flow (ABI 4): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
  * declines, saying why), ggml_t2p_repack fills them (a ggml host does both, and the rest of its
  * bookkeeping, through a ggml_t2p_plugin: see the end of this header). Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
  * quantizer, or ggml_t2p_quantize_q8_k with the host's rounding: the same bits), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define GGML_T2P_ABI_VERSION 3
+#define GGML_T2P_ABI_VERSION 4
 
 /* Status codes. */
 #define GGML_T2P_OK                    0
@@ -233,7 +233,7 @@ int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_s
  * INVALID_ARGUMENT. Runs on the calling thread. */
 int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x, int64_t n, void * y, size_t y_size);
 
-/* ---- The plugin's policy (ABI 3): the ggml shim asks, logs the answer and translates; every
+/* ---- The plugin's policy (ABI 4): the ggml shim asks, logs the answer and translates; every
  * decision is made here. ---- */
 
 /* Chooses the kernel level and the layouts a ggml host runs with.
@@ -277,7 +277,7 @@ int32_t ggml_t2p_q8k_probe_input(float * x, size_t n);
 int32_t ggml_t2p_q8k_probe_rounding(int32_t kernel, const float * x, size_t n, const void * host_q8k,
                                     size_t host_size, int32_t * out_rounding);
 
-/* ---- The ggml plugin (ABI 3): the state a ggml host keeps of the library. The shim
+/* ---- The ggml plugin (ABI 4): the state a ggml host keeps of the library. The shim
  * (ggml-glue/) creates one at start-up and only translates ggml's calls into these; the settings
  * (environment), the check of the host's types, the Q8_K quantizer, the load accounting and its
  * log line, the sliced repack with the release of the source's file pages, the huge-page advice,
@@ -318,9 +318,11 @@ typedef void (*ggml_t2p_log_fn)(int32_t level, const char * line, void * user);
  *   GGML_T2P_HUGE_PAGES    on/off, default off (ggml_t2p_plugin_new_buffer);
  *   GGML_T2P_QUANTIZE      auto (default: the library's Q8_K quantizer when the probe, run once
  *                          here through host_q8k, finds the host's rounding; else host_q8k) or
- *                          ggml (always host_q8k); anything else warns and means auto.
+ *                          ggml (always host_q8k); anything else warns and means auto;
+ *   GGML_T2P_HYBRID        on/off, default on (ggml_t2p_plugin_hybrid_op);
+ *   GGML_T2P_EMBED         on/off, default on (ggml_t2p_plugin_get_rows_supported).
  * Logs "ggml-t2p: enabled (libggml_t2p <version>, kernel <level>; PQ2_0 -> <layout>, PTQ1_0 ...;
- * Q8_K by ...)" at INFO, or "ggml-t2p: disabled (GGML_T2P=<value>)" at INFO, or the warnings then
+ * Q8_K by ...; GATED_DELTA_NET, SSM_CONV and CONCAT on|off (...); GET_ROWS on|off (...))" at INFO, or "ggml-t2p: disabled (GGML_T2P=<value>)" at INFO, or the warnings then
  * "ggml-t2p: declining: <why>" at WARN.
  * GGML_T2P_OK: *out_plugin is the plugin (the shim keeps it for the process; ggml_t2p_plugin_free
  * frees it); GGML_T2P_ERR_UNSUPPORTED: disabled or declining, *out_plugin = NULL (stock code runs
@@ -440,6 +442,28 @@ typedef struct ggml_t2p_tensor_view {
  * Every thread of one op gets the same answer. */
 int32_t ggml_t2p_plugin_hybrid_op(const ggml_t2p_plugin * plugin, int32_t op, const ggml_t2p_tensor_view * srcs,
                                   int32_t n_srcs, const ggml_t2p_tensor_view * dst, int32_t ith, int32_t nth);
+
+/* GET_ROWS on the plugin's weights: a token embedding looked up in its repacked copy, so a model
+ * whose LM head is its embedding (tied) holds the matrix once, in the plugin's buffer.
+ * ggml_t2p_plugin_get_rows_supported: GGML_T2P_OK when the plugin runs GET_ROWS on an n_rows x k
+ * matrix of src_type (the shim then accepts the op, and llama.cpp places the embedding in the
+ * plugin's buffer type); UNSUPPORTED with GGML_T2P_EMBED=0 or a type it does not take; SHAPE. */
+int32_t ggml_t2p_plugin_get_rows_supported(const ggml_t2p_plugin * plugin, int32_t src_type, int64_t n_rows, int64_t k);
+
+/* Thread ith of nth's share of GET_ROWS on an n_rows x k matrix of src_type repacked at w
+ * (w_size bytes, ggml_t2p_plugin_repack's output): ids is I32 (ggml type 26), ne = {n_ids, 1, 1,
+ * 1}, its stride nb[0] a multiple of 4; dst is F32, ne = {k, n_ids, 1, 1}, nb[0] = 4, rows nb[1]
+ * bytes apart (a multiple of 4, >= 4k). Row i of dst = row ids[i] of the matrix as ggml's
+ * to_float of src_type gives it, (code - 1) * d per weight with d the block's fp16 scale: the
+ * bits of stock GET_ROWS. Thread ith takes ids [ith * q + min(ith, r), ...) of n_ids = q * nth + r
+ * (the first r threads one more). Errors, found before this thread writes anything: NULL,
+ * BUFFER_SIZE (w below ggml_t2p_plugin_repacked_size), SHAPE (views that disagree), MISALIGNED,
+ * RANGE (ith outside [0, nth), or an id of this thread's share outside [0, n_rows): stock asserts
+ * there), INVALID_ARGUMENT (another type, dst overlapping w or ids), UNSUPPORTED as
+ * ggml_t2p_plugin_get_rows_supported. */
+int32_t ggml_t2p_plugin_get_rows(const ggml_t2p_plugin * plugin, int32_t src_type, const void * w, size_t w_size,
+                                 int64_t n_rows, int64_t k, const ggml_t2p_tensor_view * ids,
+                                 const ggml_t2p_tensor_view * dst, int32_t ith, int32_t nth);
 
 /* What ggml_t2p_release_source did (*out_why). */
 #define GGML_T2P_RELEASE_DONE        0 /* the interior's pages were unmapped from this process (*out_bytes > 0) */

@@ -1,4 +1,4 @@
-//! The C ABI (`include/ggml_t2p.h`, ABI version 3): the only `extern "C"` of the crate.
+//! The C ABI (`include/ggml_t2p.h`, ABI version 4): the only `extern "C"` of the crate.
 //!
 //! Every entry point validates its arguments, maps [`Error`] to a `GGML_T2P_ERR_*` status, and
 //! runs inside `catch_unwind`, so no panic crosses into C (a caught panic is
@@ -17,7 +17,7 @@ use core::mem::size_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The header's `GGML_T2P_ABI_VERSION`.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 
 /// `GGML_T2P_OK`.
 pub const OK: i32 = 0;
@@ -876,6 +876,57 @@ pub unsafe extern "C" fn ggml_t2p_plugin_hybrid_op(
     })
 }
 
+/// Whether a plugin serves `GET_ROWS` on a matrix ([`Plugin::get_rows_supported`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed.
+#[no_mangle]
+pub unsafe extern "C" fn ggml_t2p_plugin_get_rows_supported(
+    plugin_: *const Plugin,
+    src_type: i32,
+    n_rows: i64,
+    k: i64,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe { plugin(plugin_)? }.get_rows_supported(src_type, dim(n_rows)?, dim(k)?)
+    })
+}
+
+/// Thread `ith` of `nth`'s share of `GET_ROWS` on a repacked matrix ([`Plugin::get_rows`]); see
+/// the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `w` valid for reads of
+/// `w_size` bytes; `ids` and `dst` null or views describing memory valid for their shapes during
+/// the call.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_get_rows(
+    plugin_: *const Plugin,
+    src_type: i32,
+    w: *const c_void,
+    w_size: usize,
+    n_rows: i64,
+    k: i64,
+    ids: *const ggml_t2p_tensor_view,
+    dst: *const ggml_t2p_tensor_view,
+    ith: i32,
+    nth: i32,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        let (ith, nth) =
+            (usize::try_from(ith).map_err(|_| Error::Range)?, usize::try_from(nth).map_err(|_| Error::Range)?);
+        if ids.is_null() || dst.is_null() {
+            return Err(Error::Null);
+        }
+        // SAFETY: the caller's contract, forwarded (one view at ids and one at dst).
+        unsafe { p.get_rows(src_type, w, w_size, dim(n_rows)?, dim(k)?, &*ids, &*dst, ith, nth) }
+    })
+}
+
 /// The plan of one matrix multiplication ([`Plugin::mul_mat_plan`]); see the header.
 ///
 /// # Safety
@@ -1081,6 +1132,8 @@ pub mod abi_check {
         ggml_t2p_plugin_new_buffer(_, _, _);
         ggml_t2p_plugin_report(_);
         ggml_t2p_plugin_hybrid_op(_, _, _, _, _, _, _);
+        ggml_t2p_plugin_get_rows_supported(_, _, _, _);
+        ggml_t2p_plugin_get_rows(_, _, _, _, _, _, _, _, _, _);
         ggml_t2p_plugin_mul_mat_plan(_, _, _, _, _, _, _, _, _, _);
         ggml_t2p_plugin_act_prepare(_, _, _, _, _, _, _, _, _, _, _, _, _, _);
         ggml_t2p_plugin_mul_mat_rows(_, _, _, _, _, _, _, _, _, _, _, _, _);

@@ -9,8 +9,10 @@
 //!
 //! Environment variables are read through the host (`None`: unset or empty); the names in
 //! messages are the variables': `GGML_T2P`, `GGML_T2P_KERNEL`, `GGML_T2P_PTQ1`,
-//! `GGML_T2P_RELEASE_SOURCE`, `GGML_T2P_HUGE_PAGES`, `GGML_T2P_QUANTIZE`.
+//! `GGML_T2P_RELEASE_SOURCE`, `GGML_T2P_HUGE_PAGES`, `GGML_T2P_QUANTIZE`, `GGML_T2P_HYBRID`,
+//! `GGML_T2P_EMBED`.
 
+mod embed;
 pub mod host;
 pub mod load;
 pub mod pages;

@@ -17,7 +17,7 @@
 
 use crate::error::Error;
 use crate::format::{
-    check_shape, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0,
+    check_shape, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0, QK,
     X16_ROWS, ZERO_ROW,
 };
 use core::mem::size_of;
@@ -377,6 +377,74 @@ pub fn repack_ptq1_0_to_x16(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &
     let nb = check(Layout::X16, n_rows, k, src.len(), dst.len())?;
     let n = repacked_blocks(Layout::X16, n_rows, k)?;
     repack_tiles::<_, _, X16_ROWS>(src, n_rows, nb, &mut dst[..n], &PTQ1_0_ZERO_ROW, |rows, o| o.set_ptq1_0_rows(rows));
+    Ok(())
+}
+
+/// A repacked block that gives back one of its rows as floats (for `GET_ROWS` on a repacked
+/// matrix: [`dequantize_repacked_row`]).
+pub trait RowBlock: Copy {
+    /// Rows per block (the layout's row tile).
+    const ROWS: usize;
+    /// Row `r` (`< ROWS`) of the block's 128 weights as floats (`out`: 128 of them), exactly as ggml's `to_float` of
+    /// the source type: `(code - 1) * d`, `d` the row's fp16 scale as f32.
+    fn dequantize(&self, r: usize, out: &mut [f32]);
+}
+
+impl RowBlock for BlockX16 {
+    const ROWS: usize = X16_ROWS;
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
+        // (the PQ2_0 block of a PTQ1_0 row has its digits as codes and its scale: the same values)
+        let done = crate::reference::dequantize_row_pq2_0(&[self.row(r)], out);
+        debug_assert_eq!(done, Ok(()));
+    }
+}
+
+impl RowBlock for BlockT2p {
+    const ROWS: usize = 4;
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
+        let done = crate::reference::dequantize_row_pq2_0(&[self.row(r)], out);
+        debug_assert_eq!(done, Ok(()));
+    }
+}
+
+impl RowBlock for BlockPtq1_0x4 {
+    const ROWS: usize = 4;
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
+        let done = crate::reference::dequantize_row_ptq1_0(&[self.row(r)], out);
+        debug_assert_eq!(done, Ok(()));
+    }
+}
+
+/// Row `r` of an `n_rows x k` matrix repacked into `w` (tile major, any layout), dequantized into
+/// `out` (`k` floats): the values ggml's `to_float` gives for the source row (the reference's
+/// [`dequantize_row_pq2_0`](crate::reference::dequantize_row_pq2_0) /
+/// [`dequantize_row_ptq1_0`](crate::reference::dequantize_row_ptq1_0)), bit for bit.
+///
+/// # Errors
+/// [`Error::Shape`] for a shape outside [`check_shape`] or `out.len() != k`;
+/// [`Error::BufferSize`] if `w` has fewer than [`repacked_blocks`]; [`Error::Range`] for
+/// `r >= n_rows`.
+pub fn dequantize_repacked_row<B: RowBlock>(
+    w: &[B],
+    n_rows: usize,
+    k: usize,
+    r: usize,
+    out: &mut [f32],
+) -> Result<(), Error> {
+    let nb = check_shape(n_rows, k)?;
+    if out.len() != k {
+        return Err(Error::Shape);
+    }
+    if w.len() < n_rows.div_ceil(B::ROWS) * nb {
+        return Err(Error::BufferSize);
+    }
+    if r >= n_rows {
+        return Err(Error::Range);
+    }
+    let tile = &w[(r / B::ROWS) * nb..][..nb];
+    for (b, o) in tile.iter().zip(out.chunks_exact_mut(QK)) {
+        b.dequantize(r % B::ROWS, o);
+    }
     Ok(())
 }
 

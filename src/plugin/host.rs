@@ -66,6 +66,9 @@ pub struct Plugin {
     huge_pages: bool,
     /// `GGML_T2P_HYBRID`: the hybrid's float ops run here ([`Plugin::hybrid_op`]).
     hybrid: bool,
+    /// `GGML_T2P_EMBED`: `GET_ROWS` on our weights ([`Plugin::get_rows`]), so a tied embedding
+    /// is held once.
+    embed: bool,
     /// Per hybrid op kind, whether a decline other than a shape stock must run was logged.
     hybrid_warned: [core::sync::atomic::AtomicBool; 3],
     host: Box<dyn Host>,
@@ -82,6 +85,7 @@ impl core::fmt::Debug for Plugin {
             .field("release_source", &self.release_source)
             .field("huge_pages", &self.huge_pages)
             .field("hybrid", &self.hybrid)
+            .field("embed", &self.embed)
             .finish_non_exhaustive()
     }
 }
@@ -182,6 +186,7 @@ impl Plugin {
         // machine's noise.
         let huge_pages = switch(h, "GGML_T2P_HUGE_PAGES", false);
         let hybrid = switch(h, "GGML_T2P_HYBRID", true);
+        let embed = switch(h, "GGML_T2P_EMBED", true);
         let (rounding, why) = match h.env("GGML_T2P_QUANTIZE") {
             Some(v) if v == b"ggml" => (None, "GGML_T2P_QUANTIZE=ggml"),
             v => {
@@ -200,9 +205,10 @@ impl Plugin {
             Some(Contract::Unfused) => "libggml_t2p, unfused rounding as the host's".into(),
         };
         let hyb = if hybrid { "on" } else { "off (GGML_T2P_HYBRID=0)" };
+        let emb = if embed { "on" } else { "off (GGML_T2P_EMBED=0)" };
         let line = format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel {}; PQ2_0 {}, PTQ1_0 {}; Q8_K by {q8k}; \
-             GATED_DELTA_NET, SSM_CONV and CONCAT {hyb})\n",
+             GATED_DELTA_NET, SSM_CONV and CONCAT {hyb}; GET_ROWS {emb})\n",
             env!("CARGO_PKG_VERSION"),
             kernel.name(),
             taken(c.pq2_layout),
@@ -217,6 +223,7 @@ impl Plugin {
             release_source,
             huge_pages,
             hybrid,
+            embed,
             hybrid_warned: Default::default(),
             host,
             stats: LoadStats::default(),
@@ -265,6 +272,48 @@ impl Plugin {
             }
         }
         r
+    }
+
+    /// Whether `GET_ROWS` on an `n_rows x k` matrix of `type_id` runs here ([`Plugin::get_rows`]),
+    /// so the matrix may live in our buffer type when an embedding lookup uses it.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when `GGML_T2P_EMBED` is off; else as [`Plugin::supports`].
+    pub fn get_rows_supported(&self, type_id: i32, n_rows: usize, k: usize) -> Result<(), Error> {
+        if !self.embed {
+            return Err(Error::Unsupported);
+        }
+        self.supports(type_id, n_rows, k)
+    }
+
+    /// Thread `ith` of `nth`'s share of `GET_ROWS` on an `n_rows x k` matrix of `type_id` repacked
+    /// at `w` (`w_size` bytes) by [`Plugin::repack`]: row `i` of `dst` is row `ids[i]` as ggml's
+    /// `to_float` of the source type gives it, bit for bit (see `ggml_t2p_plugin_get_rows`).
+    ///
+    /// # Errors
+    /// As [`Plugin::get_rows_supported`], then the checks of the header (nothing written by this
+    /// thread on an error).
+    ///
+    /// # Safety
+    /// `w` valid for reads of `w_size` bytes; `ids` and `dst` describe memory valid for their
+    /// shapes during the call, this thread's rows of `dst` written by no one else.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn get_rows(
+        &self,
+        type_id: i32,
+        w: *const core::ffi::c_void,
+        w_size: usize,
+        n_rows: usize,
+        k: usize,
+        ids: &ggml_t2p_tensor_view,
+        dst: &ggml_t2p_tensor_view,
+        ith: usize,
+        nth: usize,
+    ) -> Result<(), Error> {
+        self.get_rows_supported(type_id, n_rows, k)?;
+        let (st, lay) = self.layout(type_id)?;
+        // SAFETY: the caller's contract.
+        unsafe { super::embed::get_rows(st, lay, w, w_size, n_rows, k, ids, dst, ith, nth) }
     }
 
     /// The layout weights of ggml type `type_id` are repacked into.
@@ -709,7 +758,7 @@ mod tests {
     fn enabled(pq2: &str, ptq1: &str, q8k: &str) -> String {
         format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel ref; PQ2_0 {pq2}, PTQ1_0 {ptq1}; Q8_K by {q8k}; \
-             GATED_DELTA_NET, SSM_CONV and CONCAT on)\n",
+             GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n",
             env!("CARGO_PKG_VERSION")
         )
     }
@@ -773,7 +822,21 @@ mod tests {
         assert!(!p.release_source && p.huge_pages && p.hybrid);
         let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_HYBRID", b"0")]));
         assert!(!p.unwrap().hybrid);
-        assert!(lines[0].ends_with("; GATED_DELTA_NET, SSM_CONV and CONCAT off (GGML_T2P_HYBRID=0))\n"), "{lines:?}");
+        assert!(
+            lines[0].ends_with("; GATED_DELTA_NET, SSM_CONV and CONCAT off (GGML_T2P_HYBRID=0); GET_ROWS on)\n"),
+            "{lines:?}"
+        );
+        let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_EMBED", b"off")]));
+        let p = p.unwrap();
+        assert!(!p.embed && p.hybrid);
+        assert!(lines[0].ends_with(" and CONCAT on; GET_ROWS off (GGML_T2P_EMBED=0))\n"), "{lines:?}");
+        assert_eq!(p.get_rows_supported(142, 16, 256), Err(Error::Unsupported));
+        let (p, _) = make(fake(&[("GGML_T2P_KERNEL", b"ref")]));
+        let p = p.unwrap();
+        assert_eq!(p.get_rows_supported(142, 16, 256), Ok(()));
+        assert_eq!(p.get_rows_supported(143, 16, 256), Ok(()));
+        assert_eq!(p.get_rows_supported(142, 16, 200), Err(Error::Shape));
+        assert_eq!(p.get_rows_supported(2, 16, 256), Err(Error::Unsupported));
         let mut host = fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_QUANTIZE", b"auto")]);
         host.rounding = Some(Contract::Fused);
         let (p, lines) = make(host);

@@ -1,5 +1,5 @@
 /*
- * A C program against include/ggml_t2p.h (ABI 3) and libggml_t2p.a: repacks a PQ2_0 matrix into
+ * A C program against include/ggml_t2p.h (ABI 4) and libggml_t2p.a: repacks a PQ2_0 matrix into
  * every layout, packs activations (whole columns, and one column in pieces the way ggml threads
  * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
  * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),
@@ -203,7 +203,7 @@ static void plugin_checks(const pq2_0_block * w) {
     int32_t lay = -1, native = -1;
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
     snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
-    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET, SSM_CONV and CONCAT on)\n") != NULL,
+    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n") != NULL,
           "plugin: enabled line '%s'", host_log);
     CHECK(host_q8k_values == GGML_T2P_Q8K_PROBE_VALUES, "plugin: the probe ran the host's quantizer once (%d values)", host_q8k_values);
     CHECK(ggml_t2p_plugin_layout(p, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_OK && lay == native, "plugin layout %d", lay);
@@ -274,6 +274,50 @@ static void plugin_checks(const pq2_0_block * w) {
     CHECK(ggml_t2p_plugin_mul_mat_plan(p, GGML_T2P_TYPE_PQ2_0, PN, PK, 1, 0, 0, NULL, NULL, NULL) == GGML_T2P_ERR_INVALID_ARGUMENT, "plan for 0 threads");
     CHECK(host_q8k_values == 0 + GGML_T2P_Q8K_PROBE_VALUES, "the library's quantizer ran, not the host's");
 
+    /* GET_ROWS on the repacked matrix (a token embedding): ggml's to_float of the source rows, bit for bit */
+    {
+        int32_t ids[4] = { PN - 1, 0, 3, 3 };
+        float   rows[4][PK + 2];
+        for (int i = 0; i < 4; i++) for (int j = 0; j < PK + 2; j++) rows[i][j] = -2.0f;
+        ggml_t2p_tensor_view iv = { ids, 26, { 4, 1, 1, 1 }, { 4, 16, 16, 16 } };
+        ggml_t2p_tensor_view dv = { rows, 0, { PK, 4, 1, 1 }, { 4, sizeof rows[0], sizeof rows, sizeof rows } };
+        CHECK(ggml_t2p_plugin_get_rows_supported(p, GGML_T2P_TYPE_PQ2_0, PN, PK) == GGML_T2P_OK, "get_rows supported");
+        CHECK(ggml_t2p_plugin_get_rows_supported(p, GGML_T2P_TYPE_PQ2_0, PN, 200) == GGML_T2P_ERR_SHAPE, "get_rows k = 200");
+        CHECK(ggml_t2p_plugin_get_rows_supported(p, 2, PN, PK) == GGML_T2P_ERR_UNSUPPORTED, "get_rows of Q4_0");
+        for (int ith = 2; ith >= 0; --ith) {
+            st = ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, ith, 3);
+            CHECK(st == GGML_T2P_OK, "get_rows %d/3: %s", ith, ggml_t2p_status_string(st));
+        }
+        for (int i = 0; i < 4; i++) {
+            for (int j = 0; j < PK; j++) {
+                const pq2_0_block * b = &w[ids[i] * NB + j / 128];
+                const float want = (float) (((b->qs[(j % 128) / 4] >> (2 * (j % 4))) & 3) - 1) * half_to_float(b->d);
+                CHECK(memcmp(&rows[i][j], &want, 4) == 0, "get_rows row %d (id %d) weight %d: %a vs %a", i, ids[i], j, rows[i][j], want);
+            }
+            CHECK(rows[i][PK] == -2.0f && rows[i][PK + 1] == -2.0f, "get_rows wrote past a row");
+        }
+        ids[2] = PN;
+        rows[2][0] = -2.0f;
+        CHECK(ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_RANGE && rows[2][0] == -2.0f,
+              "get_rows: an id past the rows, nothing written");
+        ids[2] = 3;
+        CHECK(ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size - 1, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_BUFFER_SIZE, "get_rows: short weights");
+        CHECK(ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, NULL, &dv, 0, 1) == GGML_T2P_ERR_NULL, "get_rows: NULL ids");
+        CHECK(ggml_t2p_plugin_get_rows(NULL, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_NULL, "get_rows: NULL plugin");
+        dv.ne[1] = 3;
+        CHECK(ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_SHAPE, "get_rows: 4 ids, 3 rows");
+        dv.ne[1] = 4;
+        CHECK(ggml_t2p_plugin_get_rows(p, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 3, 3) == GGML_T2P_ERR_RANGE, "get_rows: ith = nth");
+        const char * no_embed[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_EMBED", "0", NULL };
+        int32_t st2 = 0, lines2 = 0;
+        ggml_t2p_plugin * q = make_plugin(no_embed, &st2, &lines2);
+        CHECK(st2 == GGML_T2P_OK && strstr(host_log, "; GET_ROWS off (GGML_T2P_EMBED=0))\n") != NULL, "plugin: EMBED=0 '%s'", host_log);
+        CHECK(ggml_t2p_plugin_get_rows_supported(q, GGML_T2P_TYPE_PQ2_0, PN, PK) == GGML_T2P_ERR_UNSUPPORTED &&
+              ggml_t2p_plugin_get_rows(q, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_UNSUPPORTED,
+              "get_rows with GGML_T2P_EMBED=0");
+        ggml_t2p_plugin_free(q);
+    }
+
     /* the load line: once */
     lines = 0;
     host_log[0] = '\0';
@@ -290,7 +334,7 @@ static void plugin_checks(const pq2_0_block * w) {
     /* the host's quantizer on request; a host quantizer of its own; bad arguments */
     const char * ggml_q[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_QUANTIZE", "ggml", "GGML_T2P_RELEASE_SOURCE", "no", NULL };
     p = make_plugin(ggml_q, &st, &lines);
-    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET, SSM_CONV and CONCAT on)\n") != NULL && host_q8k_values == 0,
+    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n") != NULL && host_q8k_values == 0,
           "plugin: QUANTIZE=ggml '%s'", host_log);
     {
         static char work[1 << 16];
