@@ -439,6 +439,58 @@ void run_case(const env_t & env, const weight_matrix & w, const placed_weights &
     ggml_free(ctx);
 }
 
+// Whether GGML_T2P_EMBED leaves GET_ROWS on (the plugin's default).
+bool embed_on() {
+    const char * v = std::getenv("GGML_T2P_EMBED");
+    return !(v && (!std::strcmp(v, "0") || !std::strcmp(v, "off") || !std::strcmp(v, "false") || !std::strcmp(v, "no")));
+}
+
+// GET_ROWS of the weight in CPU_T2P (the token embedding's lookup) equals stock GET_ROWS on the same bytes
+// in a plain CPU buffer (ggml's to_float), bit for bit, for ids anywhere in the matrix, at 1 and 3 threads.
+// Returns the number of runs compared (0 when CPU_T2P is absent or does not take GET_ROWS).
+int64_t check_get_rows(const env_t & env, const weight_matrix & w, const placed_weights & pw, std::mt19937 & rng) {
+    if (pw.wt == nullptr) {
+        return 0;
+    }
+    std::vector<int32_t> ids = { 0, (int32_t) w.rows - 1, 1, 1 };
+    for (int i = 0; i < 9; ++i) {
+        ids.push_back((int32_t) (rng() % (uint32_t) w.rows));
+    }
+    const int64_t          n   = (int64_t) ids.size();
+    const ggml_init_params ip  = { 8 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(), nullptr, true };
+    ggml_context *         ctx = ggml_init(ip);
+    ggml_tensor *          it  = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+    ggml_tensor *          gs  = ggml_get_rows(ctx, pw.ws, it);
+    ggml_tensor *          gt  = ggml_get_rows(ctx, pw.wt, it);
+    if (!ggml_backend_dev_supports_op(env.dev, gt)) {
+        ggml_free(ctx);
+        return 0;
+    }
+    ggml_cgraph * graph_s = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph_s, gs);
+    ggml_cgraph * graph_t = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph_t, gt);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, env.backend);
+    ggml_backend_tensor_set(it, ids.data(), 0, ids.size() * sizeof(int32_t));
+    std::vector<float> want((size_t) (n * w.k)), got(want.size());
+    CHECK(ggml_backend_graph_compute(env.backend, graph_s) == GGML_STATUS_SUCCESS, "graph compute (stock GET_ROWS)");
+    ggml_backend_tensor_get(gs, want.data(), 0, want.size() * sizeof(float));
+    int64_t runs = 0;
+    for (int nt : { 1, 3 }) {
+        ggml_backend_cpu_set_n_threads(env.backend, nt);
+        std::fill(got.begin(), got.end(), std::nanf(""));
+        ggml_backend_tensor_set(gt, got.data(), 0, got.size() * sizeof(float));
+        CHECK(ggml_backend_graph_compute(env.backend, graph_t) == GGML_STATUS_SUCCESS, "graph compute (t2p GET_ROWS)");
+        ggml_backend_tensor_get(gt, got.data(), 0, got.size() * sizeof(float));
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0,
+              "GET_ROWS t2p != stock: type %d k=%" PRId64 " rows=%" PRId64 " threads=%d", (int) w.type, w.k, w.rows, nt);
+        ++runs;
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    return runs;
+}
+
 // supports_op the way llama.cpp's weight placement asks it: the weight in a zero-size dummy buffer of
 // our type, nothing else allocated.
 bool buft_accepts(const env_t & env, ggml_backend_buffer_type_t buft, ggml_type wtype, int64_t k, int64_t rows, ggml_type xtype,
@@ -543,8 +595,13 @@ void check_placement(const env_t & env) {
 #endif
     ++n;
     CHECK(!placement_accepts(env, GGML_TYPE_Q4_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "Q4_0 accepted");
+    // GET_ROWS (the token embedding's lookup) is ours unless GGML_T2P_EMBED is off
+    const bool embed = embed_on();
     ++n;
-    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true), "GET_ROWS accepted");
+    CHECK(placement_accepts(env, TYPE_PQ2_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true) == embed, "GET_ROWS: accepted %d, GGML_T2P_EMBED on %d",
+          !embed, embed);
+    ++n;
+    CHECK(!placement_accepts(env, TYPE_PQ2_0, 896, 6, GGML_TYPE_F32, 1, 1, false, true), "GET_ROWS with rows %% 4 != 0 accepted");
     if (host_has_ptq1()) {
         ++n;
         CHECK(placement_accepts(env, TYPE_PTQ1_0, 896, 64, GGML_TYPE_F32, 512, 1, false, false), "PTQ1_0 896x64 declined");
@@ -553,7 +610,7 @@ void check_placement(const env_t & env) {
         ++n;
         CHECK(!placement_accepts(env, TYPE_PTQ1_0, 896, 6, GGML_TYPE_F32, 512, 1, false, false), "PTQ1_0 rows %% 4 != 0 accepted");
         ++n;
-        CHECK(!placement_accepts(env, TYPE_PTQ1_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true), "PTQ1_0 GET_ROWS accepted");
+        CHECK(placement_accepts(env, TYPE_PTQ1_0, 896, 64, GGML_TYPE_F32, 1, 1, false, true) == embed, "PTQ1_0 GET_ROWS: GGML_T2P_EMBED on %d", embed);
     }
     std::printf("placement checks: %d\n", n);
 }
@@ -800,7 +857,7 @@ int main(int argc, char ** argv) {
 
     std::mt19937 rng(20240607);
     totals       all;
-    int64_t ptq1_bitwise = 0;
+    int64_t ptq1_bitwise = 0, get_rows_runs = 0;
     for (const shape & s : all_shapes) {
         const auto    t0 = clock_type::now();
         totals        tot;
@@ -815,6 +872,7 @@ int main(int argc, char ** argv) {
             run_case(env, w, pw, ref, 5, 3, { 1, 3 }, rng, tot);
             run_case(env, w, pw, ref, 1, 2, { 2 }, rng, tot);
         }
+        get_rows_runs += check_get_rows(env, w, pw, rng);
         if (s.type == GGML_T2P_TYPE_PTQ1_0) {
             ptq1_bitwise += tot.cases_bitwise;
         }
@@ -836,6 +894,9 @@ int main(int argc, char ** argv) {
         std::printf("host path (plugin absent): %" PRId64 " cases through another extra buffer type\n", n_host);
     }
 
+    std::printf("GET_ROWS: %" PRId64 " runs equal to stock's bits\n", get_rows_runs);
+    CHECK((get_rows_runs > 0) == (env.t2p != nullptr && embed_on()), "GET_ROWS runs %" PRId64 " (CPU_T2P %d, GGML_T2P_EMBED on %d)",
+          get_rows_runs, env.t2p != nullptr, embed_on());
     std::printf("%s: %" PRId64 " bitwise cases (t2p == ref; %" PRId64 " of them PTQ1_0), %" PRId64
                 " stock cases (max|diff| %.3g, max rel %.2e, max diff/bound %.3f), %d failures, %.1f s\n",
                 g_failures == 0 ? "PASS" : "FAIL", all.cases_bitwise, ptq1_bitwise, all.cases_stock, all.max_abs, all.max_rel,
