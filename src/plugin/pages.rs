@@ -28,7 +28,11 @@
 //!   the pages stay resident, as `--mlock` asks.)
 //!
 //! `MAP_POPULATE` (llama.cpp's prefetch) only pre-faults the mapping at mmap time; dropped pages
-//! are not faulted in again unless read. The page cache keeps the file's pages either way (clean,
+//! are not faulted in again unless read, or unless a read of a neighbouring page maps the large
+//! folio they share with it: a kernel that caches a file in large folios (Linux 6.18 on ext4: 2 MiB)
+//! may map a whole folio on one fault, within its mapping. So the range first gets a mapping of
+//! its own (`MADV_NOHUGEPAGE` on exactly the range splits the host's mapping at its ends; the
+//! same bytes, no other effect on pages nobody reads again), and a fault next door stays next door. The page cache keeps the file's pages either way (clean,
 //! reclaimable under memory pressure): this is about the process's RSS, not the cache.
 //!
 //! Linux (and Android) only. macOS: declined - there is no `/proc/self/maps` (the check would need
@@ -176,6 +180,7 @@ pub(crate) mod os {
     // The values of every Linux architecture Rust targets (asm-generic/mman-common.h).
     pub const MADV_DONTNEED: c_int = 4;
     pub const MADV_HUGEPAGE: c_int = 14;
+    pub const MADV_NOHUGEPAGE: c_int = 15;
     const AT_PAGESZ: c_ulong = 6;
 
     extern "C" {
@@ -247,6 +252,15 @@ pub unsafe fn release_source(data: *const u8, size: usize) -> Released {
             Ok(Release::Done) => {}
             Ok(other) => return Released::kept(other, 0),
         }
+        // First a mapping of its own for [lo, hi): a flag on exactly that range splits the
+        // host's mapping at lo and hi. Else a kernel that maps a file's large folios whole (Linux
+        // 6.18 on ext4 maps 2 MiB of them at once; MADV_DONTNEED zaps such a mapping whole too)
+        // brings the released pages back the first time the host reads a neighbouring page, a
+        // small tensor sharing the folio: 114 MiB of them on the Bonsai 2 2B, 10% of its peak
+        // RSS (docs/results.md section 10.1). Refused (a kernel without THP): released all the
+        // same.
+        // SAFETY: whole pages of the caller's mapping; MADV_NOHUGEPAGE changes no contents.
+        let _ = unsafe { os::advise(lo, hi, os::MADV_NOHUGEPAGE) };
         // SAFETY: [lo, hi) lies in read-only shared file mappings (checked above), which the
         // caller keeps mapped: dropping its pages loses nothing (they refault from the file).
         if let Err(error) = unsafe { os::advise(lo, hi, os::MADV_DONTNEED) } {
