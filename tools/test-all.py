@@ -286,9 +286,10 @@ def main():
               "test_peers.py)", tool_tests)
 
     def q2kt_tests():
-        for t in ("test_q2kt.py", "test_synthetic.py", "test_ptq1_0_encoder.py"):
+        for t in ("test_q2kt.py", "test_synthetic.py", "test_qwen35_model.py", "test_ptq1_0_encoder.py"):
             sh([PY, os.path.join("tests", "python", t)], env=py_env, base_env=tc.clean_env())
-    run.stage("Q2_KT converter, synthetic models, PTQ1_0 encoder (tests/python/test_q2kt.py, test_synthetic.py, "
+    run.stage("Q2_KT converter, synthetic models, the small qwen35 model through the plugin at every level, "
+              "PTQ1_0 encoder (tests/python/test_q2kt.py, test_synthetic.py, test_qwen35_model.py, "
               "test_ptq1_0_encoder.py: numpy and gguf from tools/requirements.txt)", q2kt_tests)
 
     def cmake_fragment():

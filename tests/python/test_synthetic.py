@@ -17,7 +17,9 @@ bonsai2-* (qwen35, the Bonsai 2 hybrid): a 5-block 2B (linear, linear, linear, f
 the published configs and the fork's qwen35 loader, the metadata keys with their value types, the
 tokenizer padded to 248,320 unique tokens, ssm_a negative, the PTQ1_0 file holding the same ternary
 values as the PQ2_0 one, --plan's total equal to the written size; the 27B's shapes from --plan
---verbose; and the full-depth plans of all four sizes against the sizes of PrismML's files.
+--verbose; the full-depth plans of all four sizes against the sizes of PrismML's files; and bonsai2-test
+(the 2B's tensor set at test widths, vocabulary 1,000; tests/python/test_qwen35_model.py runs it through
+the plugin) from --plan --verbose.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ BONSAI2 = {
     "bonsai2-4b": (2560, 32, 9216, 16, 4, 16, 32, True, F32),
     "bonsai2-9b": (4096, 32, 12288, 16, 4, 16, 32, False, F32),
     "bonsai2-27b": (5120, 64, 17408, 24, 4, 16, 48, False, F16),
+    "bonsai2-test": (256, 4, 512, 2, 1, 1, 2, True, F32),      # test widths (test_qwen35_model.py)
 }
 B2_VOCAB = 248320
+B2_TEST_VOCAB = 1000                                           # bonsai2-test's padded vocabulary
 # PrismML's files: (type, bytes, uncertainty) -- the 27B's sizes are known to 3 digits only.
 B2_REAL = [("bonsai2-2b", "ptq1_0", 429_183_456, 0), ("bonsai2-4b", "ptq1_0", 949_549_920, 0),
            ("bonsai2-9b", "ptq1_0", 1_997_486_976, 0), ("bonsai2-27b", "ptq1_0", 5_950_000_000, 5_000_000),
@@ -67,15 +71,15 @@ B2_REAL = [("bonsai2-2b", "ptq1_0", 429_183_456, 0), ("bonsai2-4b", "ptq1_0", 94
 B2_REAL_HEADER = 11_030_000
 
 
-def bonsai2_expected(size, layers, tern, embed=None):
+def bonsai2_expected(size, layers, tern, embed=None, vocab=B2_VOCAB):
     """{name: ([ne0, ne1...], type)} of a bonsai2 model, written here independently of the tool."""
     h, _, f, qh, kvh, lk, lv, tied, ab = BONSAI2[size]
     embed = embed or tern
     key, val = lk * 128, lv * 128
     conv = 2 * key + val
-    t = {"token_embd.weight": ([h, B2_VOCAB], embed), "output_norm.weight": ([h], F32)}
+    t = {"token_embd.weight": ([h, vocab], embed), "output_norm.weight": ([h], F32)}
     if not tied:
-        t["output.weight"] = ([h, B2_VOCAB], embed)
+        t["output.weight"] = ([h, vocab], embed)
     for i in range(layers):
         b = f"blk.{i}."
         t.update({b + "attn_norm.weight": ([h], F32), b + "post_attention_norm.weight": ([h], F32),
@@ -361,6 +365,15 @@ class Synthetic(unittest.TestCase):
             if ty == PTQ1_0:
                 self.assertEqual((ne[0] % 256, ne[1] % 16), (0, 0), k)
 
+    def test_bonsai2_test_shape(self):
+        """bonsai2-test: the 2B's tensor set at test widths, the vocabulary padded to 1,000."""
+        names = {"PTQ1_0": PTQ1_0, "PQ2_0": PQ2_0, "F32": F32}
+        for ty, tid in (("ptq1_0", PTQ1_0), ("pq2_0", PQ2_0)):
+            totals, tensors = plan("bonsai2-test", "--tokenizer-from", self.tok, "--type", ty)
+            got = {k: (ne, names[t]) for k, (ne, t) in tensors.items()}
+            self.assertEqual(got, bonsai2_expected("bonsai2-test", 4, tid, vocab=B2_TEST_VOCAB))
+            self.assertLess(totals["file_bytes"], 1 << 20)
+
     def test_bonsai2_full_size_plans(self):
         """Full depth against PrismML's file sizes: our ternary bytes within 0.1% of what the real file
         holds besides its header and our other tensors (see B2_REAL_HEADER)."""
@@ -390,7 +403,8 @@ class Synthetic(unittest.TestCase):
                 (["--synthetic", "8b", "-o", d, "--tokenizer-from", self.tok], "is a folder"),
                 (["--input", self.tok, "--plan", "-o", os.path.join(d, "x.gguf")], "--plan goes with --synthetic"),
                 (["--synthetic", "bonsai2-2b", "-o", os.path.join(d, "x.gguf"), "--layers", "25",
-                  "--tokenizer-from", self.tok], "--layers must be 1..24")):
+                  "--tokenizer-from", self.tok], "--layers must be 1..24"),
+                (["--synthetic", "bonsai2-test", "-o", os.path.join(d, "x.gguf")], "needs --tokenizer-from")):
             p = subprocess.run([sys.executable, TOOL, "--no-install"] + argv, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
             self.assertNotEqual(p.returncode, 0, argv)
