@@ -101,8 +101,11 @@ fn main() {
          --cols L   batch widths to time, comma-separated (default 1,4,64,512; not with --dram)\n  \
          --dram     gemv only, on a 131072x32768 matrix (1.14 GB, beyond any last-level cache), beside\n             \
          the faster of two plain read loops over the same bytes (one stream; four row tiles side by side,\n             \
-         the gemv's order), timed in turn with the levels";
-    let (mut reps, mut quick, mut dram) = (9usize, false, false);
+         the gemv's order), timed in turn with the levels\n  \
+         --from-dram  with --shapes: every call reads its weights from DRAM, as a model's matrices stream at\n             \
+         decode: each matrix is copied until the copies pass 1 GiB and successive calls take them in turn;\n             \
+         each width is also given against the same level's 1-column time (list 1 first in --cols)";
+    let (mut reps, mut quick, mut dram, mut from_dram) = (9usize, false, false, false);
     let mut cols: Option<Vec<usize>> = None;
     let mut custom: Option<Vec<(usize, usize)>> = None;
     let mut only: Option<Vec<KernelLevel>> = None;
@@ -115,6 +118,7 @@ fn main() {
             }
             "--quick" => quick = true,
             "--dram" => dram = true,
+            "--from-dram" => from_dram = true,
             "--cols" => match args
                 .next()
                 .map(|v| v.split(',').map(|c| c.trim().parse::<usize>()).collect::<Result<Vec<_>, _>>())
@@ -198,6 +202,9 @@ fn main() {
         Arm::NoTiles => None,
         _ => levels.iter().position(|&l| l == arm.level()),
     };
+    if from_dram && custom.is_none() {
+        usage_error(USAGE, "--from-dram needs --shapes");
+    }
     if custom.is_some() && (dram || quick) {
         usage_error(USAGE, "--shapes replaces --quick and --dram's shapes: give one of them");
     }
@@ -232,6 +239,21 @@ fn main() {
         drop(src);
         let w = PackedWeights::x16(&x16, n_rows, k).unwrap();
         let weight_bytes = std::mem::size_of_val(x16.as_slice()) as f64;
+        // --from-dram: copies past 1 GiB, taken in turn by successive calls (the first is x16)
+        let n_copies = if from_dram { ((1u64 << 30) as f64 / weight_bytes).ceil().max(2.0) as usize } else { 1 };
+        let copies: Vec<Vec<BlockX16>> = (1..n_copies).map(|_| x16.clone()).collect();
+        let ws: Vec<PackedWeights> =
+            core::iter::once(w).chain(copies.iter().map(|c| PackedWeights::x16(c, n_rows, k).unwrap())).collect();
+        if from_dram {
+            println!(
+                "levels: {n_rows}x{k}: {n_copies} copies of {:.1} MB ({:.2} GB), one per call in turn",
+                weight_bytes / 1e6,
+                weight_bytes * n_copies as f64 / 1e9
+            );
+        }
+        // per arm name, the best 1-column time of this shape (--from-dram's "x 1 col")
+        let mut one_col: Vec<(String, f64)> = Vec::new();
+        let mut turn = 0usize;
         for &n_cols in col_counts {
             let per = k.div_ceil(256);
             let mut act = vec![BlockQ8K::default(); n_cols * per];
@@ -248,7 +270,7 @@ fn main() {
             let mut dst: Vec<Vec<f32>> = arms.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
             // outputs first: the same bits at every level, or no table
             for (i, arm) in arms.iter().enumerate() {
-                arm.run(&w, &packs[i].view(), &mut dst[i], n_rows);
+                arm.run(&ws[0], &packs[i].view(), &mut dst[i], n_rows);
                 if *arm == Arm::NoTiles {
                     continue;
                 }
@@ -259,7 +281,7 @@ fn main() {
             let mut calls = 10_000usize;
             for (i, arm) in arms.iter().enumerate() {
                 let t0 = cpu_ns();
-                arm.run(&w, &packs[i].view(), &mut dst[i], n_rows);
+                arm.run(&ws[0], &packs[i].view(), &mut dst[i], n_rows);
                 let one = (cpu_ns() - t0).max(1);
                 calls = calls.min((20_000_000 / one).clamp(1, 10_000) as usize);
             }
@@ -288,7 +310,8 @@ fn main() {
                     let p = packs[i].view();
                     let t = cpu_ns();
                     for _ in 0..calls {
-                        arm.run(&w, &p, &mut dst[i], n_rows);
+                        turn = (turn + 1) % ws.len();
+                        arm.run(&ws[turn], &p, &mut dst[i], n_rows);
                     }
                     per_call[i].push((cpu_ns() - t) as f64 / calls as f64);
                 }
@@ -322,7 +345,12 @@ fn main() {
                 let gmacs = (n_rows * k * n_cols) as f64 / ns;
                 let rate =
                     if n_cols == 1 { format!("{:.1} GB/s", weight_bytes / ns) } else { format!("{:.0} GMAC/s", gmacs) };
+                if from_dram && n_cols == 1 {
+                    one_col.push((arm.name(), ns));
+                }
+                let vs_one = one_col.iter().find(|(n, _)| *n == arm.name()).map(|(_, t)| ns / t);
                 let issue = match limit_of(*arm).and_then(|j| peak[j]) {
+                    _ if from_dram && n_cols > 1 && vs_one.is_some() => format!("{:.2}x 1col", vs_one.unwrap_or(0.0)),
                     Some(p) if n_cols > 1 => format!("{:.0}%", 100.0 * gmacs / p),
                     _ if dram => format!("{:.0}% rd", 100.0 * read_best / ns),
                     _ => String::new(),

@@ -62,6 +62,16 @@ pub(crate) trait Isa {
     /// at 1 thread and 30.7 at 2 before, 20.2-21.7 and 37.0-38.8 with the prefetch alone,
     /// 22.4-23.1 and 41.1-42.3 with four tiles at every k too (`avx2` 21.3-21.9 and 36.8-38.7).
     const INTEL_GEMV: bool = false;
+    /// The most columns for which, on Intel ([`Isa::INTEL_GEMV`], not AMD), a gemm reads
+    /// [`GEMV_STREAMS`] row tiles side by side with the prefetch, as the gemv does (batched
+    /// decode and speculative drafts: 2 to this many columns); 0: never (default). Measured for
+    /// `avx512vnni` on an AMX Xeon (KVM, 1 thread; `docs/results.md`, section 9.6): the Bonsai 2
+    /// 27B's 17408 x 5120 and 6144 x 5120 from DRAM, time against one column's, 2 / 3 / 4 columns
+    /// 1.44-1.59x / 1.66-1.91x / 1.42-1.46x before, 1.06-1.08x / 1.14-1.17x / 1.22-1.26x with
+    /// four tiles; in cache no slower at 2 and 3 columns (3: 1.3x faster, one pass instead of a
+    /// 2- and a 1-column tile) and 0-7% slower at 4. `avxvnni` (16 ymm registers) gained from
+    /// DRAM too but lost 16-27% in cache (spills): 0 there.
+    const STREAM_COLS_MAX: usize = 0;
     /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
     /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
     /// tile (twice); default: no (not measured for the level).
@@ -201,7 +211,9 @@ pub(crate) unsafe fn words<I: Isa, const R: usize, const NC: usize>(
 
 /// `S` row tiles side by side (`t0 .. t0 + S`; 16 rows, `R = 16 / LANES` vectors, each) x
 /// columns `c0 .. c0 + NC`: block `i` of every one of the `S` tiles, then block `i + 1`, so that
-/// `S` weight streams are read at once (see [`GEMV_STREAMS`]).
+/// `S` weight streams are read at once (see [`GEMV_STREAMS`]). The weights are prefetched
+/// [`PF_BLOCKS`] ahead for tiles of [`Isa::PF_MIN_COLS`] or more columns, and for narrower ones
+/// when `pf` (Intel: [`Isa::INTEL_GEMV`], [`Isa::STREAM_COLS_MAX`]).
 ///
 /// # Safety
 /// The level's features are available; `job` validated by `gemm_raw` (Halves pack);
@@ -211,7 +223,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
     job: &Job<'_, BlockX16, Q8Half>,
     t0: usize,
     c0: usize,
-    pf_gemv: bool,
+    pf: bool,
 ) {
     debug_assert_eq!(R * I::LANES, X16_ROWS);
     let nb = job.nb;
@@ -251,7 +263,7 @@ unsafe fn tiles<I: Isa, const R: usize, const NC: usize, const S: usize>(
         }
         for (j, (sumf, blocks)) in sumf.iter_mut().zip(streams.iter()).enumerate() {
             let b = &blocks[i];
-            if NC >= I::PF_MIN_COLS || (NC == 1 && pf_gemv) {
+            if NC >= I::PF_MIN_COLS || pf {
                 // the weights PF_BLOCKS blocks ahead, into the job's next tile at a tile's end
                 if let Some(ahead) = job_blocks.get((t0 + j) * nb + i + PF_BLOCKS) {
                     prefetch_block(ahead);
@@ -362,8 +374,9 @@ pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
 /// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks (every row, with the prefetch, on Intel for a
 /// level with [`Isa::INTEL_GEMV`]), then the job's last tiles (all of them for shorter rows) one by
-/// one. Several columns: for each row tile, columns in tiles of `NC`,
-/// then 4, 3 (where [`Isa::TAIL3`]), 2, 1 for the rest (each smaller tile only when `NC` is
+/// one. 2 to [`Isa::STREAM_COLS_MAX`] columns on Intel: the same order with every column in one
+/// tile ([`narrow_streams`]). Several columns otherwise: for each row tile, columns in tiles of
+/// `NC`, then 4, 3 (where [`Isa::TAIL3`]), 2, 1 for the rest (each smaller tile only when `NC` is
 /// larger).
 ///
 /// # Safety
@@ -389,6 +402,11 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
         }
         return;
     }
+    if (2..=I::STREAM_COLS_MAX).contains(&job.n_cols) && I::INTEL_GEMV && !CpuFeatures::detect().amd {
+        // SAFETY: forwarded (2 to 4 columns: STREAM_COLS_MAX is at most 4, checked below).
+        unsafe { narrow_streams::<I, R>(job) };
+        return;
+    }
     for t in job.tiles.clone() {
         let mut c0 = 0;
         // SAFETY: (each call) c0 + width <= n_cols by the loop conditions; the rest is forwarded.
@@ -412,6 +430,39 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
             if NC > 1 && c0 < job.n_cols {
                 tiles::<I, R, 1, 1>(job, t, c0, false);
             }
+        }
+    }
+}
+
+// narrow_streams has tiles of 2, 3 and 4 columns only.
+const _: () = assert!(<super::x86_vnni::Vnni<super::x86_vnni::Zmm> as Isa>::STREAM_COLS_MAX <= 4);
+
+/// A gemm of 2 to 4 columns on Intel ([`Isa::STREAM_COLS_MAX`]): all columns in one tile,
+/// [`GEMV_STREAMS`] row tiles side by side with the prefetch (the gemv's order), then the job's
+/// last tiles one by one. The same integer sums and float steps per output as any other tiling.
+///
+/// # Safety
+/// As [`tiles`] for every tile of the job; `2 <= job.n_cols <= 4`.
+#[inline(always)]
+unsafe fn narrow_streams<I: Isa, const R: usize>(job: &Job<'_, BlockX16, Q8Half>) {
+    let mut t = job.tiles.start;
+    // SAFETY: (each call) c0 = 0 and NC = n_cols; the tiles are the job's.
+    unsafe {
+        while t + GEMV_STREAMS <= job.tiles.end {
+            match job.n_cols {
+                2 => tiles::<I, R, 2, GEMV_STREAMS>(job, t, 0, true),
+                3 => tiles::<I, R, 3, GEMV_STREAMS>(job, t, 0, true),
+                _ => tiles::<I, R, 4, GEMV_STREAMS>(job, t, 0, true),
+            }
+            t += GEMV_STREAMS;
+        }
+        while t < job.tiles.end {
+            match job.n_cols {
+                2 => tiles::<I, R, 2, 1>(job, t, 0, true),
+                3 => tiles::<I, R, 3, 1>(job, t, 0, true),
+                _ => tiles::<I, R, 4, 1>(job, t, 0, true),
+            }
+            t += 1;
         }
     }
 }
