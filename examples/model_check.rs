@@ -649,19 +649,21 @@ fn check(p: Option<&Plugin>, m: &Matrix, args: &Args) -> Outcome {
             Err(e) => return Outcome::Wrong(format!("--corrupt: {e}")),
         }
     }
+    // the embedding's lookup first, so that --corrupt on it is found by GET_ROWS's own check
+    let mut rows_ok = "";
+    if embedding {
+        match check_get_rows(p, m, &w) {
+            Ok(None) => rows_ok = "; GET_ROWS exact",
+            Ok(Some(d)) => return Outcome::Wrong(d),
+            Err(e) => return Outcome::Wrong(e),
+        }
+    }
     match check_mul_mat(p, m, &w, args.rounding) {
         Ok(None) => {}
         Ok(Some(d)) => return Outcome::Wrong(d),
         Err(e) => return Outcome::Wrong(e),
     }
-    what.push_str(&format!("; MUL_MAT exact ({COLS:?} columns x {THREADS:?} threads)"));
-    if embedding {
-        match check_get_rows(p, m, &w) {
-            Ok(None) => what.push_str("; GET_ROWS exact"),
-            Ok(Some(d)) => return Outcome::Wrong(d),
-            Err(e) => return Outcome::Wrong(e),
-        }
-    }
+    what.push_str(&format!("; MUL_MAT exact ({COLS:?} columns x {THREADS:?} threads){rows_ok}"));
     Outcome::Taken(what)
 }
 

@@ -4,7 +4,8 @@
 // This file only translates ggml to the library's C ABI (include/ggml_t2p.h, "The ggml plugin").
 // At start-up it hands the library ggml's environment, type traits, Q8_K quantizer and log
 // (ggml_t2p_plugin_new: the settings, the level and layouts, or why the plugin declines).
-// llama.cpp places a weight here when supports_op accepts a MUL_MAT on it; set_tensor hands the
+// llama.cpp places a weight here when supports_op accepts the MUL_MAT (or, for the token
+// embedding, the GET_ROWS) that uses it; set_tensor hands the
 // whole tensor to ggml_t2p_plugin_repack (which repacks it, in slices that release the source's
 // file pages, and counts it for the load line). Each MUL_MAT asks for the work plan, every thread
 // quantizes and packs its share of src1 into the work buffer (ggml_t2p_plugin_act_prepare), meets
@@ -103,7 +104,8 @@ bool mul_mat_ok(const ggml_tensor * op) {
 #endif
     // Weight: a 2-D contiguous matrix of a type the plugin takes (the library checks the type and
     // the shape in ggml_t2p_plugin_supports below).
-    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0)) {
+    // (a view of a weight would hand the library its offset into the source format: never ours)
+    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0) || src0->view_src != nullptr) {
         return false;
     }
     // Activations: F32 rows, elements contiguous. A 2-D weight broadcasts over src1's dims 2 and 3,
@@ -128,7 +130,7 @@ bool get_rows_ok(const ggml_tensor * op) {
     if (op->op != GGML_OP_GET_ROWS || src0 == nullptr || src1 == nullptr) {
         return false;
     }
-    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0)) {
+    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0) || src0->view_src != nullptr) {
         return false;
     }
     if (src1->type != GGML_TYPE_I32 || src1->ne[1] != 1 || src1->ne[2] != 1 || src1->ne[3] != 1) {

@@ -484,8 +484,12 @@ int32_t ggml_t2p_plugin_get_rows(const ggml_t2p_plugin * plugin, int32_t src_typ
  * a hint there and has no maps to check; a Windows file view has no documented call for it). The
  * range must stay mapped and unchanged during the call. Writes *out_why (GGML_T2P_RELEASE_*),
  * *out_bytes (bytes dropped, whole pages from data rounded up to a page; 0 unless DONE) and
- * *out_error (errno for NO_MAPS and REFUSED, else 0). Cost: one read of /proc/self/maps and one
- * madvise. GGML_T2P_OK; ERR_NULL for a NULL out pointer. */
+ * *out_error (errno for NO_MAPS and REFUSED, else 0). After a release (DONE) the range gets a
+ * mapping of its own (madvise(MADV_NOHUGEPAGE) on exactly it splits the host's mapping; the
+ * neighbours' pages in the 2 MiB regions at its ends are unmapped and refault when read), so a
+ * kernel that maps a file's large folios whole does not map the released pages back on a read
+ * next door; nothing of this on REFUSED. Cost: one read of /proc/self/maps and two madvise calls.
+ * GGML_T2P_OK; ERR_NULL for a NULL out pointer. */
 int32_t ggml_t2p_release_source(const void * data, size_t size, int32_t * out_why, size_t * out_bytes, int32_t * out_error);
 
 #ifdef __cplusplus

@@ -6,7 +6,9 @@ Steps, each reported with its time:
   configure  cmake with GGML_CPU_T2P=ON, static libraries, no llama.cpp tools/tests/examples
   build      only the ggml, ggml-base and ggml-cpu targets (cargo builds libggml_t2p on the way)
   test       (--test) the ggml-level test (ggml-glue/tests) against that build, once per
-             GGML_T2P_KERNEL setting (--kernels, default: unset and ref). PASS: the plugin ran and
+             GGML_T2P_KERNEL setting (--kernels, default: unset and ref), then once more for the
+             first of them with GGML_T2P_EMBED=0 (GGML_T2P_EMBED from the caller's environment is
+             not passed on). PASS: the plugin ran and
              every check passed; DECLINED: the plugin declined as expected (a ggml without PQ2_0,
              or a CPU without a SIMD level) and the checks that remain passed; FAIL otherwise.
 
@@ -193,12 +195,19 @@ def step_test(st: Step, tree: Path, build: Path, args, logf: Path) -> None:
         return
     results = []
     statuses = []
-    for k in args.kernels:
+    # every level asked for with the embedding's GET_ROWS on (the default), then the first one with
+    # GGML_T2P_EMBED=0 (the test then checks that CPU_T2P declines GET_ROWS)
+    runs = [(k, None) for k in args.kernels] + [(args.kernels[0], "0")]
+    for k, embed in runs:
         env = dict(os.environ)
         env.pop("GGML_T2P_KERNEL", None)
+        env.pop("GGML_T2P_EMBED", None)
         label = "auto" if k in ("", "auto", "unset") else k
         if label != "auto":
             env["GGML_T2P_KERNEL"] = k
+        if embed is not None:
+            env["GGML_T2P_EMBED"] = embed
+            label += " EMBED=0"
         cmd = (args.runner.split() if args.runner else []) + [str(exe)] + (["--quick"] if args.quick else [])
         t1 = time.monotonic()
         rc, out = run(cmd, None, logf, env=env, timeout=args.timeout)

@@ -462,7 +462,10 @@ int64_t check_get_rows(const env_t & env, const weight_matrix & w, const placed_
     ggml_tensor *          it  = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     ggml_tensor *          gs  = ggml_get_rows(ctx, pw.ws, it);
     ggml_tensor *          gt  = ggml_get_rows(ctx, pw.wt, it);
-    if (!ggml_backend_dev_supports_op(env.dev, gt)) {
+    const bool supported = ggml_backend_dev_supports_op(env.dev, gt);
+    CHECK(supported == embed_on(), "GET_ROWS of type %d k=%" PRId64 " rows=%" PRId64 ": supported %d, GGML_T2P_EMBED on %d",
+          (int) w.type, w.k, w.rows, supported, embed_on());
+    if (!supported) {
         ggml_free(ctx);
         return 0;
     }

@@ -66,11 +66,12 @@ pub(crate) trait Isa {
     /// [`GEMV_STREAMS`] row tiles side by side with the prefetch, as the gemv does (batched
     /// decode and speculative drafts: 2 to this many columns); 0: never (default). Measured for
     /// `avx512vnni` on an AMX Xeon (KVM, 1 thread; `docs/results.md`, section 9.6): the Bonsai 2
-    /// 27B's 17408 x 5120 and 6144 x 5120 from DRAM, time against one column's, 2 / 3 / 4 columns
-    /// 1.44-1.59x / 1.66-1.91x / 1.42-1.46x before, 1.06-1.08x / 1.14-1.17x / 1.22-1.26x with
-    /// four tiles; in cache no slower at 2 and 3 columns (3: 1.3x faster, one pass instead of a
-    /// 2- and a 1-column tile) and 0-7% slower at 4. `avxvnni` (16 ymm registers) gained from
-    /// DRAM too but lost 16-27% in cache (spills): 0 there.
+    /// 27B's four matrix shapes from DRAM, time against one column's, 2 / 3 / 4 columns
+    /// 1.36-1.47x / 1.60-1.69x / 1.33-1.50x before, 1.07-1.10x / 1.16-1.19x / 1.21-1.29x in this
+    /// order; in cache 3 columns 1.15-1.3x faster (one pass instead of a 2- and a 1-column tile),
+    /// 2 and 4 columns within +-9% (the noise between runs of one binary). `avxvnni` (16 ymm
+    /// registers) gained from DRAM too but lost 16-27% in cache (spills): 0 there. The `amx`
+    /// level runs these kernels below its tiles' width.
     const STREAM_COLS_MAX: usize = 0;
     /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
     /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
@@ -336,7 +337,9 @@ pub(crate) const PF_BLOCKS: usize = 8;
 /// 2 sequences showed no gain: 1 thread 18.2, 16.6 -> 18.2, 18.9; 2 threads 27.9, 29.4 -> 25.7,
 /// 26.4 with the prefetch at 2 columns, inside this host's noise (builds that differ only in tiles
 /// of 4 or more columns gave 24.8, 23.3 and 27.3, 26.8 there). So 2-column tiles do not prefetch at
-/// the VNNI levels (`avx2`'s own value, measured with its `asm!` tiles of 2 and 3 columns, is 2).
+/// the VNNI levels (`avx2`'s own value, measured with its `asm!` tiles of 2 and 3 columns, is 2),
+/// except in `avx512vnni`'s Intel order for 2 to 4 columns ([`Isa::STREAM_COLS_MAX`]), where they
+/// read four row tiles side by side as the gemv does.
 pub(crate) const PF_MIN_COLS: usize = 4;
 
 /// Prefetches the 544 bytes of `b` into L1 (`prefetcht0`, a hint: never faults).
@@ -434,9 +437,6 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
     }
 }
 
-// narrow_streams has tiles of 2, 3 and 4 columns only.
-const _: () = assert!(<super::x86_vnni::Vnni<super::x86_vnni::Zmm> as Isa>::STREAM_COLS_MAX <= 4);
-
 /// A gemm of 2 to 4 columns on Intel ([`Isa::STREAM_COLS_MAX`]): all columns in one tile,
 /// [`GEMV_STREAMS`] row tiles side by side with the prefetch (the gemv's order), then the job's
 /// last tiles one by one. The same integer sums and float steps per output as any other tiling.
@@ -445,6 +445,8 @@ const _: () = assert!(<super::x86_vnni::Vnni<super::x86_vnni::Zmm> as Isa>::STRE
 /// As [`tiles`] for every tile of the job; `2 <= job.n_cols <= 4`.
 #[inline(always)]
 unsafe fn narrow_streams<I: Isa, const R: usize>(job: &Job<'_, BlockX16, Q8Half>) {
+    // tiles of 2, 3 and 4 columns only: a level with a larger STREAM_COLS_MAX does not build
+    const { assert!(I::STREAM_COLS_MAX <= 4) };
     let mut t = job.tiles.start;
     // SAFETY: (each call) c0 = 0 and NC = n_cols; the tiles are the job's.
     unsafe {

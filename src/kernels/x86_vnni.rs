@@ -281,7 +281,7 @@ macro_rules! level {
             unsafe { gemm_x16::<Vnni<$width>, $r, 1>(&job) }
         }
 
-        #[doc = concat!("X16 x Q8_K, several columns: 16 rows x ", $nc, " columns per tile (then the smaller power-of-2 tiles), ", $doc_level, ".")]
+        #[doc = concat!("X16 x Q8_K, several columns: 16 rows x ", $nc, " columns per tile (then the smaller tiles; 2 to `STREAM_COLS_MAX` columns on Intel in the gemv's order, see `gemm_x16`), ", $doc_level, ".")]
         ///
         /// # Safety
         #[doc = concat!("As [`", stringify!($gemv), "`], any number of columns.")]

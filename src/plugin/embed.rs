@@ -85,14 +85,15 @@ pub(crate) unsafe fn get_rows(
     if n_ids == 0 {
         return Ok(());
     }
-    if n_ids > 1 && dnb[1] < 4 * k {
+    let row_bytes = k.checked_mul(4).ok_or(Error::Shape)?;
+    if n_ids > 1 && dnb[1] < row_bytes {
         return Err(Error::Shape); // rows that overlap each other
     }
     if ids.data.is_null() || dst.data.is_null() {
         return Err(Error::Null);
     }
     let ids_len = extent(n_ids, inb[0], 4).ok_or(Error::Shape)?;
-    let dst_len = extent(n_ids, dnb[1], 4 * k).ok_or(Error::Shape)?;
+    let dst_len = extent(n_ids, dnb[1], row_bytes).ok_or(Error::Shape)?;
     let aligned = |p: *mut c_void, stride: usize| (p as usize).is_multiple_of(4) && stride.is_multiple_of(4);
     if !aligned(ids.data, inb[0]) || !aligned(dst.data, dnb[1]) {
         return Err(Error::Misaligned);

@@ -23,16 +23,19 @@
 //!   duration of the call, so no other thread can replace a mapping inside it between the check
 //!   and the `madvise`;
 //! - `madvise` refuses locked pages (`--mlock`), hugetlbfs pages not aligned to their size and PFN
-//!   mappings (`EINVAL`): then nothing is dropped and the status says so. (With `--mlock`
-//!   llama.cpp has locked the mapping before it hands over the tensors: every one is refused and
-//!   the pages stay resident, as `--mlock` asks.)
+//!   mappings (`EINVAL`): then nothing is dropped, nothing else is done, and the status says so.
+//!   (With `--mlock` llama.cpp locks the mapping as it loads, up to each host tensor it has
+//!   loaded: a tensor behind such a range is refused and its pages stay resident, as `--mlock`
+//!   asks.)
 //!
 //! `MAP_POPULATE` (llama.cpp's prefetch) only pre-faults the mapping at mmap time; dropped pages
 //! are not faulted in again unless read, or unless a read of a neighbouring page maps the large
 //! folio they share with it: a kernel that caches a file in large folios (Linux 6.18 on ext4: 2 MiB)
-//! may map a whole folio on one fault, within its mapping. So the range first gets a mapping of
-//! its own (`MADV_NOHUGEPAGE` on exactly the range splits the host's mapping at its ends; the
-//! same bytes, no other effect on pages nobody reads again), and a fault next door stays next door. The page cache keeps the file's pages either way (clean,
+//! may map a whole folio on one fault, within its mapping. So a released range then gets a mapping
+//! of its own (`MADV_NOHUGEPAGE` on exactly the range splits the host's mapping at its ends; the
+//! same bytes; the neighbours' pages in the two end regions are unmapped too and refault alone when
+//! read), and a fault next door stays next door. About two mappings per released tensor (slices of
+//! one tensor merge): some 800 for a 27B model, far below Linux's default limit of 65,530. The page cache keeps the file's pages either way (clean,
 //! reclaimable under memory pressure): this is about the process's RSS, not the cache.
 //!
 //! Linux (and Android) only. macOS: declined - there is no `/proc/self/maps` (the check would need
@@ -227,7 +230,8 @@ pub fn error_text(errnum: i32) -> String {
 
 /// Unmaps from this process the whole pages inside `[data, data + size)` when they come from a
 /// read-only shared file mapping (see the top of this module); never touches anything else. Cost:
-/// one read of `/proc/self/maps` and one `madvise`. Thread-safe; sets no global state (errno
+/// one read of `/proc/self/maps` and two `madvise` calls (the release, then the split).
+/// Thread-safe; sets no global state (errno
 /// aside).
 ///
 /// # Safety
@@ -252,20 +256,22 @@ pub unsafe fn release_source(data: *const u8, size: usize) -> Released {
             Ok(Release::Done) => {}
             Ok(other) => return Released::kept(other, 0),
         }
-        // First a mapping of its own for [lo, hi): a flag on exactly that range splits the
-        // host's mapping at lo and hi. Else a kernel that maps a file's large folios whole (Linux
-        // 6.18 on ext4 maps 2 MiB of them at once; MADV_DONTNEED zaps such a mapping whole too)
-        // brings the released pages back the first time the host reads a neighbouring page, a
-        // small tensor sharing the folio: 114 MiB of them on the Bonsai 2 2B, 10% of its peak
-        // RSS (docs/results.md section 10.1). Refused (a kernel without THP): released all the
-        // same.
-        // SAFETY: whole pages of the caller's mapping; MADV_NOHUGEPAGE changes no contents.
-        let _ = unsafe { os::advise(lo, hi, os::MADV_NOHUGEPAGE) };
         // SAFETY: [lo, hi) lies in read-only shared file mappings (checked above), which the
         // caller keeps mapped: dropping its pages loses nothing (they refault from the file).
         if let Err(error) = unsafe { os::advise(lo, hi, os::MADV_DONTNEED) } {
-            return Released::kept(Release::Refused, error);
+            return Released::kept(Release::Refused, error); // (locked pages: nothing else done)
         }
+        // Then a mapping of its own for [lo, hi): a flag on exactly that range splits the host's
+        // mapping at lo and hi. Else a kernel that maps a file's large folios whole (Linux 6.18
+        // on ext4 maps 2 MiB of them at once; MADV_DONTNEED zaps such a mapping whole too) brings
+        // the released pages back the first time the host reads a neighbouring page, a small
+        // tensor sharing the folio: 114 MiB of them on the Bonsai 2 2B, 10% of its peak RSS
+        // (docs/results.md section 10.1). The split also unmaps the neighbours' pages in the two
+        // 2 MiB regions at the ends; they refault, alone, when read. Only after a release that
+        // succeeded: on locked pages (--mlock) the split would unmap locked neighbours. Refused
+        // (a kernel without THP): released all the same.
+        // SAFETY: whole pages of the caller's mapping; MADV_NOHUGEPAGE changes no contents.
+        let _ = unsafe { os::advise(lo, hi, os::MADV_NOHUGEPAGE) };
         Released { status: Release::Done, bytes: hi - lo, until: hi, error: 0 }
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]

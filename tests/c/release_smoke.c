@@ -453,6 +453,24 @@ int main(void) {
         }
         CHECK(memcmp(m, heap, BIG) == 0, "folio: the mapping reads back different bytes");
         munmap(m, BIG);
+        // the same file locked (--mlock): the release is refused and no page of the mapping leaves
+        // (a split of the mapping would unmap the locked neighbours in its 2 MiB end regions)
+        m = (unsigned char *) mmap(NULL, BIG, PROT_READ, MAP_SHARED | MAP_POPULATE, bfd, 0);
+        CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+        if (mlock(m, BIG) != 0) {
+            printf("  %-58s skipped (mlock: %s)\n", "locked 8 MiB mapping, interior range", strerror(errno));
+        } else {
+            const size_t locked = rss_of(m, m + BIG);
+            r = t2p_release_source(m + lo, hi - lo);
+            CHECK(r.status == GGML_T2P_RELEASE_REFUSED && r.bytes == 0, "locked interior: status %d (%s), %zu bytes", r.status,
+                  name(r.status), r.bytes);
+            CHECK(locked == BIG && rss_of(m, m + BIG) == locked && n_vmas == 1, "locked interior: Rss %zu -> %zu, %d mappings",
+                  locked, rss_of(m, m + BIG), n_vmas);
+            printf("  %-58s kept (%s), Rss %zu KiB, %d mapping\n", "locked 8 MiB mapping, interior range", name(r.status),
+                   rss_of(m, m + BIG) / 1024, n_vmas);
+            munlock(m, BIG);
+        }
+        munmap(m, BIG);
         close(bfd);
         free(heap);
     }

@@ -216,6 +216,9 @@ class Qwen35Model(unittest.TestCase):
                         self.assertEqual(tuple(int(x) for x in m.groups()[:4]), want, out)
                         # only the named tensor fails
                         self.assertEqual(err.count("model_check: FAIL:"), 1, err)
+                        if opt == "--corrupt" and name == "token_embd.weight":
+                            # the embedding's own check (GET_ROWS runs first) finds it
+                            self.assertIn(f"{name} wrong: GET_ROWS of ids", err)
         # a name the file lacks is a usage error, not a pass
         rc, _, err = model_check("--corrupt", "blk.9.ffn_down.weight", self.files["pq2_0"][0])
         self.assertEqual(rc, 2)
