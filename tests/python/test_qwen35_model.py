@@ -45,7 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOL = os.path.join(ROOT, "tools", "make-test-model.py")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
-from test_synthetic import teach_gguf  # noqa: E402  (PyPI gguf taught types 142 and 143)
+from test_synthetic import teach_gguf, write_tokenizer  # noqa: E402  (PyPI gguf taught types 142 and 143)
 
 PQ2_0, PTQ1_0 = 142, 143
 N_VOCAB = 256                      # tokens of the tokenizer written here (padded to 1,000 by the tool)
@@ -111,17 +111,7 @@ class Qwen35Model(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="t2p-qwen35-")
         d = cls.tmp.name
         tok = os.path.join(d, "tok.gguf")
-        w = gguf.GGUFWriter(tok, "qwen2")
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list([f"t{i}" for i in range(N_VOCAB)])
-        w.add_token_types([1] * N_VOCAB)
-        w.add_token_merges(["t 1"])
-        w.add_eos_token_id(2)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        write_tokenizer(tok, N_VOCAB)
         cls.files = {}
         for ty, tid in (("pq2_0", PQ2_0), ("ptq1_0", PTQ1_0)):
             path = os.path.join(d, f"{SHAPE}-{ty}.gguf")

@@ -134,6 +134,22 @@ def pq2_0_values(raw):
     return codes, raw[:, :2].copy().view("<f2").reshape(-1)
 
 
+def write_tokenizer(path, n_vocab):
+    """A GGUF of a tokenizer alone (n_vocab tokens "t0".., gpt2 model, qwen2 pre-tokenizer, one
+    merge), written with PyPI gguf's writer: what --tokenizer-from needs, without the network."""
+    w = gguf.GGUFWriter(path, "qwen2")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list([f"t{i}" for i in range(n_vocab)])
+    w.add_token_types([1] * n_vocab)
+    w.add_token_merges(["t 1"])
+    w.add_eos_token_id(2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def teach_gguf():
     """PyPI gguf 0.19 does not know types 142 and 143: add their sizes so the reader can lay the
     tensors out."""
@@ -164,17 +180,7 @@ class Synthetic(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="t2p-synth-")
         d = cls.tmp.name
         cls.tok = os.path.join(d, "tok.gguf")
-        w = gguf.GGUFWriter(cls.tok, "qwen2")
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list([f"t{i}" for i in range(N_VOCAB)])
-        w.add_token_types([1] * N_VOCAB)
-        w.add_token_merges(["t 1"])
-        w.add_eos_token_id(2)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        write_tokenizer(cls.tok, N_VOCAB)
         cls.out = {}
         cls.readers = {}
         for name, size, extra in (("a", "8b", ["--layers", "2"]), ("b", "8b", ["--layers", "2"]),
