@@ -64,14 +64,18 @@ pub(crate) trait Isa {
     const INTEL_GEMV: bool = false;
     /// The most columns for which, on Intel ([`Isa::INTEL_GEMV`], not AMD), a gemm reads
     /// [`GEMV_STREAMS`] row tiles side by side with the prefetch, as the gemv does (batched
-    /// decode and speculative drafts: 2 to this many columns); 0: never (default). Measured for
-    /// `avx512vnni` on an AMX Xeon (KVM, 1 thread; `docs/results.md`, section 9.6): the Bonsai 2
-    /// 27B's four matrix shapes from DRAM, time against one column's, 2 / 3 / 4 columns
-    /// 1.36-1.47x / 1.60-1.69x / 1.33-1.50x before, 1.07-1.10x / 1.16-1.19x / 1.21-1.29x in this
-    /// order; in cache 3 columns 1.15-1.3x faster (one pass instead of a 2- and a 1-column tile),
-    /// 2 and 4 columns within +-9% (the noise between runs of one binary). `avxvnni` (16 ymm
-    /// registers) gained from DRAM too but lost 16-27% in cache (spills): 0 there. The `amx`
-    /// level runs these kernels below its tiles' width.
+    /// decode and speculative drafts: 2 to this many columns, at most 7); 0: never (default).
+    /// Measured for `avx512vnni` on an AMX Xeon (KVM, 1 thread; `docs/results.md`, section 9.6):
+    /// the Bonsai 2 27B's four matrix shapes from DRAM, time against one column's, 2 / 3 / 4
+    /// columns 1.36-1.47x / 1.60-1.69x / 1.33-1.50x before, 1.07-1.10x / 1.16-1.19x / 1.21-1.29x
+    /// in this order; in cache 3 columns 1.15-1.3x faster (one pass instead of a 2- and a 1-column
+    /// tile), 2 and 4 columns within +-9% (the noise between runs of one binary). 5 / 6 / 7
+    /// columns (a 4-column pass, then the rest over the same row tiles from L2): from DRAM
+    /// 1.74-1.83x / 1.97-2.07x / 2.28-2.45x -> 1.55-1.60x / 1.73-1.75x / 1.85-1.93x, in cache
+    /// 10-14% slower at 5 and 6, 4-7% faster at 7; 8 columns stay one 8-column tile (1.75-1.79x
+    /// against 1.98-2.06x this way). `avxvnni` (16 ymm registers) gained from DRAM too but lost
+    /// 16-27% in cache (spills): 0 there. The `amx` level runs these kernels below its tiles'
+    /// width.
     const STREAM_COLS_MAX: usize = 0;
     /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
     /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
@@ -377,8 +381,8 @@ pub(crate) const GEMV_STREAMS_MIN_BLOCKS: usize = 128;
 /// The X16 gemm and gemv. One column (gemv): [`GEMV_STREAMS`] row tiles side by side when rows
 /// have at least [`Isa::STREAMS_MIN_BLOCKS`] blocks (every row, with the prefetch, on Intel for a
 /// level with [`Isa::INTEL_GEMV`]), then the job's last tiles (all of them for shorter rows) one by
-/// one. 2 to [`Isa::STREAM_COLS_MAX`] columns on Intel: the same order with every column in one
-/// tile ([`narrow_streams`]). Several columns otherwise: for each row tile, columns in tiles of
+/// one. 2 to [`Isa::STREAM_COLS_MAX`] columns on Intel: the same order, the columns in tiles of
+/// at most 4 per group of row tiles ([`narrow_streams`]). Several columns otherwise: for each row tile, columns in tiles of
 /// `NC`, then 4, 3 (where [`Isa::TAIL3`]), 2, 1 for the rest (each smaller tile only when `NC` is
 /// larger).
 ///
@@ -406,7 +410,7 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
         return;
     }
     if (2..=I::STREAM_COLS_MAX).contains(&job.n_cols) && I::INTEL_GEMV && !CpuFeatures::detect().amd {
-        // SAFETY: forwarded (2 to 4 columns: STREAM_COLS_MAX is at most 4, checked below).
+        // SAFETY: forwarded.
         unsafe { narrow_streams::<I, R>(job) };
         return;
     }
@@ -437,34 +441,57 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
     }
 }
 
-/// A gemm of 2 to 4 columns on Intel ([`Isa::STREAM_COLS_MAX`]): all columns in one tile,
-/// [`GEMV_STREAMS`] row tiles side by side with the prefetch (the gemv's order), then the job's
-/// last tiles one by one. The same integer sums and float steps per output as any other tiling.
+/// A gemm of 2 to [`Isa::STREAM_COLS_MAX`] columns on Intel: [`GEMV_STREAMS`] row tiles side by
+/// side with the prefetch (the gemv's order), then the job's last tiles one by one; per group of
+/// row tiles the columns in tiles of at most 4 (5 to 7 columns: a second pass over the group's
+/// weights, from L2). The same integer sums and float steps per output as any other tiling.
 ///
 /// # Safety
-/// As [`tiles`] for every tile of the job; `2 <= job.n_cols <= 4`.
+/// As [`tiles`] for every tile of the job.
 #[inline(always)]
 unsafe fn narrow_streams<I: Isa, const R: usize>(job: &Job<'_, BlockX16, Q8Half>) {
-    // tiles of 2, 3 and 4 columns only: a level with a larger STREAM_COLS_MAX does not build
-    const { assert!(I::STREAM_COLS_MAX <= 4) };
     let mut t = job.tiles.start;
-    // SAFETY: (each call) c0 = 0 and NC = n_cols; the tiles are the job's.
+    // SAFETY: (each call) the columns [c0, c0 + width) lie in 0..n_cols; the tiles are the job's.
     unsafe {
         while t + GEMV_STREAMS <= job.tiles.end {
-            match job.n_cols {
-                2 => tiles::<I, R, 2, GEMV_STREAMS>(job, t, 0, true),
-                3 => tiles::<I, R, 3, GEMV_STREAMS>(job, t, 0, true),
-                _ => tiles::<I, R, 4, GEMV_STREAMS>(job, t, 0, true),
+            let mut c0 = 0;
+            while c0 < job.n_cols {
+                let w = (job.n_cols - c0).min(4);
+                streams_cols::<I, R, GEMV_STREAMS>(job, t, c0, w);
+                c0 += w;
             }
             t += GEMV_STREAMS;
         }
         while t < job.tiles.end {
-            match job.n_cols {
-                2 => tiles::<I, R, 2, 1>(job, t, 0, true),
-                3 => tiles::<I, R, 3, 1>(job, t, 0, true),
-                _ => tiles::<I, R, 4, 1>(job, t, 0, true),
+            let mut c0 = 0;
+            while c0 < job.n_cols {
+                let w = (job.n_cols - c0).min(4);
+                streams_cols::<I, R, 1>(job, t, c0, w);
+                c0 += w;
             }
             t += 1;
+        }
+    }
+}
+
+/// [`tiles`] of `width` (1 to 4) columns from `c0`, `S` row tiles from `t`, with the prefetch.
+///
+/// # Safety
+/// As [`tiles`].
+#[inline(always)]
+unsafe fn streams_cols<I: Isa, const R: usize, const S: usize>(
+    job: &Job<'_, BlockX16, Q8Half>,
+    t: usize,
+    c0: usize,
+    width: usize,
+) {
+    // SAFETY: forwarded.
+    unsafe {
+        match width {
+            1 => tiles::<I, R, 1, S>(job, t, c0, true),
+            2 => tiles::<I, R, 2, S>(job, t, c0, true),
+            3 => tiles::<I, R, 3, S>(job, t, c0, true),
+            _ => tiles::<I, R, 4, S>(job, t, c0, true),
         }
     }
 }

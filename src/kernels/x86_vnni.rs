@@ -196,7 +196,7 @@ impl<W: Width> Isa for Vnni<W> {
     const LANES: usize = W::LANES;
     const SPLIT_NARROW: bool = true;
     const INTEL_GEMV: bool = true;
-    const STREAM_COLS_MAX: usize = if W::LANES == 16 { 4 } else { 0 };
+    const STREAM_COLS_MAX: usize = if W::LANES == 16 { 7 } else { 0 };
 
     #[inline(always)]
     unsafe fn load(p: *const u8) -> W::V {

@@ -248,7 +248,7 @@ fn oracle_class() {
         // reach them at avx2 draw constant weights): 8 tiles, two groups of four, the last tile
         // partial (116 = 7 * 16 + 4); and the same order for 2 to 4 columns on Intel
         // (avx512vnni's STREAM_COLS_MAX)
-        (116, 640, &[1, 2, 3, 4]),
+        (116, 640, &[1, 2, 3, 4, 5, 6, 7, 8]),
     ];
     let weights = [Weights::Ternary, Weights::AllZero, Weights::ConstPlus, Weights::ConstMinus, Weights::Code3];
     let scales = [Scales::Typical, Scales::Max, Scales::Subnormal, Scales::Negative, Scales::Mixed];
