@@ -72,10 +72,10 @@ pub(crate) trait Isa {
     /// tile), 2 and 4 columns within +-9% (the noise between runs of one binary). 5 / 6 / 7
     /// columns (a 4-column pass, then the rest over the same row tiles from L2): from DRAM
     /// 1.74-1.83x / 1.97-2.07x / 2.28-2.45x -> 1.55-1.60x / 1.73-1.75x / 1.85-1.93x, in cache
-    /// 10-14% slower at 5 and 6, 4-7% faster at 7; 8 columns stay one 8-column tile (1.75-1.79x
-    /// against 1.98-2.06x this way). `avxvnni` (16 ymm registers) gained from DRAM too but lost
-    /// 16-27% in cache (spills): 0 there. The `amx` level runs these kernels below its tiles'
-    /// width.
+    /// 10-14% / 4-13% slower at 5 / 6, 4-7% faster at 7; 8 columns stay one 8-column tile
+    /// (1.75-1.79x against 1.98-2.06x this way, and 27-33% faster in cache). `avxvnni` (16 ymm
+    /// registers) gained from DRAM too but lost 16-27% in cache (spills): 0 there. The `amx`
+    /// level runs these kernels below its tiles' width.
     const STREAM_COLS_MAX: usize = 0;
     /// Whether the gemm's last 3 columns (a batch of 3, 7, 11, ... columns) go through one
     /// 3-column tile, which reads and decodes the weights once, instead of a 2- and a 1-column
