@@ -90,6 +90,12 @@ ggml_t2p_plugin * plugin() {
 // Which MUL_MATs the plugin runs. Called with the weight in a (possibly zero-size, dummy) buffer of
 // our type: llama.cpp's weight placement and the scheduler ask the same question.
 
+// A weight the plugin may hold: 2-D, contiguous, and not a view (a view would hand the library its
+// offset into the source format, never into our layout).
+bool weight_ok(const ggml_tensor * w) {
+    return w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && w->view_src == nullptr;
+}
+
 bool mul_mat_ok(const ggml_tensor * op) {
     const ggml_tensor * src0 = op->src[0];
     const ggml_tensor * src1 = op->src[1];
@@ -104,8 +110,7 @@ bool mul_mat_ok(const ggml_tensor * op) {
 #endif
     // Weight: a 2-D contiguous matrix of a type the plugin takes (the library checks the type and
     // the shape in ggml_t2p_plugin_supports below).
-    // (a view of a weight would hand the library its offset into the source format: never ours)
-    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0) || src0->view_src != nullptr) {
+    if (!weight_ok(src0)) {
         return false;
     }
     // Activations: F32 rows, elements contiguous. A 2-D weight broadcasts over src1's dims 2 and 3,
@@ -130,7 +135,7 @@ bool get_rows_ok(const ggml_tensor * op) {
     if (op->op != GGML_OP_GET_ROWS || src0 == nullptr || src1 == nullptr) {
         return false;
     }
-    if (src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0) || src0->view_src != nullptr) {
+    if (!weight_ok(src0)) {
         return false;
     }
     if (src1->type != GGML_TYPE_I32 || src1->ne[1] != 1 || src1->ne[2] != 1 || src1->ne[3] != 1) {

@@ -13,7 +13,7 @@ pub const OP_GATED_DELTA_NET: i32 = 2;
 /// `GGML_T2P_OP_CONCAT`: sources `a`, `b` (F32, joined along the dimension where their sizes add up).
 pub const OP_CONCAT: i32 = 3;
 /// ggml's type id of F32.
-const GGML_TYPE_F32: i32 = 0;
+pub(crate) const GGML_TYPE_F32: i32 = 0;
 
 /// A tensor as the C ABI passes one (`ggml_t2p_tensor_view` in the header): ggml's `type`, `ne`
 /// (elements per dimension) and `nb` (byte strides).
@@ -31,17 +31,23 @@ pub struct ggml_t2p_tensor_view {
     pub nb: [u64; 4],
 }
 
-/// Converts a C view: F32 only (else [`Error::Unsupported`]), sizes that fit `usize`.
-fn view(v: &ggml_t2p_tensor_view) -> Result<View, Error> {
-    if v.type_ != GGML_TYPE_F32 {
-        return Err(Error::Unsupported);
-    }
+/// `ne` and `nb` of a C view as `usize` ([`Error::Shape`] for a negative or oversized value).
+pub(crate) fn dims(v: &ggml_t2p_tensor_view) -> Result<([usize; 4], [usize; 4]), Error> {
     let mut ne = [0usize; 4];
     let mut nb = [0usize; 4];
     for d in 0..4 {
         ne[d] = usize::try_from(v.ne[d]).map_err(|_| Error::Shape)?;
         nb[d] = usize::try_from(v.nb[d]).map_err(|_| Error::Shape)?;
     }
+    Ok((ne, nb))
+}
+
+/// Converts a C view: F32 only (else [`Error::Unsupported`]), sizes that fit `usize`.
+fn view(v: &ggml_t2p_tensor_view) -> Result<View, Error> {
+    if v.type_ != GGML_TYPE_F32 {
+        return Err(Error::Unsupported);
+    }
+    let (ne, nb) = dims(v)?;
     Ok(View { data: v.data as *const f32, ne, nb })
 }
 

@@ -451,47 +451,38 @@ pub(crate) unsafe fn gemm_x16<I: Isa, const R: usize, const NC: usize>(job: &Job
 #[inline(always)]
 unsafe fn narrow_streams<I: Isa, const R: usize>(job: &Job<'_, BlockX16, Q8Half>) {
     let mut t = job.tiles.start;
-    // SAFETY: (each call) the columns [c0, c0 + width) lie in 0..n_cols; the tiles are the job's.
+    // SAFETY: (each call) the tiles are the job's.
     unsafe {
         while t + GEMV_STREAMS <= job.tiles.end {
-            let mut c0 = 0;
-            while c0 < job.n_cols {
-                let w = (job.n_cols - c0).min(4);
-                streams_cols::<I, R, GEMV_STREAMS>(job, t, c0, w);
-                c0 += w;
-            }
+            column_passes::<I, R, GEMV_STREAMS>(job, t);
             t += GEMV_STREAMS;
         }
         while t < job.tiles.end {
-            let mut c0 = 0;
-            while c0 < job.n_cols {
-                let w = (job.n_cols - c0).min(4);
-                streams_cols::<I, R, 1>(job, t, c0, w);
-                c0 += w;
-            }
+            column_passes::<I, R, 1>(job, t);
             t += 1;
         }
     }
 }
 
-/// [`tiles`] of `width` (1 to 4) columns from `c0`, `S` row tiles from `t`, with the prefetch.
+/// Every column of the job over `S` row tiles from `t`: [`tiles`] of at most 4 columns, with the
+/// prefetch.
 ///
 /// # Safety
-/// As [`tiles`].
+/// As [`tiles`] for tiles `t .. t + S`.
 #[inline(always)]
-unsafe fn streams_cols<I: Isa, const R: usize, const S: usize>(
-    job: &Job<'_, BlockX16, Q8Half>,
-    t: usize,
-    c0: usize,
-    width: usize,
-) {
-    // SAFETY: forwarded.
+unsafe fn column_passes<I: Isa, const R: usize, const S: usize>(job: &Job<'_, BlockX16, Q8Half>, t: usize) {
+    let mut c0 = 0;
+    // SAFETY: (each call) the columns [c0, c0 + width) lie in 0..n_cols; the rest is forwarded.
     unsafe {
-        match width {
-            1 => tiles::<I, R, 1, S>(job, t, c0, true),
-            2 => tiles::<I, R, 2, S>(job, t, c0, true),
-            3 => tiles::<I, R, 3, S>(job, t, c0, true),
-            _ => tiles::<I, R, 4, S>(job, t, c0, true),
+        while c0 < job.n_cols {
+            let width = (job.n_cols - c0).min(4);
+            match width {
+                1 => tiles::<I, R, 1, S>(job, t, c0, true),
+                2 => tiles::<I, R, 2, S>(job, t, c0, true),
+                3 => tiles::<I, R, 3, S>(job, t, c0, true),
+                _ => tiles::<I, R, 4, S>(job, t, c0, true),
+            }
+            c0 += width;
         }
     }
 }

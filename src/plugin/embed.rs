@@ -9,27 +9,14 @@
 
 use crate::checked::{blocks, overlaps};
 use crate::format::{BlockPtq1_0x4, BlockT2p, BlockX16};
-use crate::hybrid::abi::ggml_t2p_tensor_view;
+use crate::hybrid::abi::{dims, ggml_t2p_tensor_view, GGML_TYPE_F32};
 use crate::hybrid::split;
 use crate::repack::{self, dequantize_repacked_row, Layout, RowBlock, SourceType};
 use crate::Error;
 use core::ffi::c_void;
 
-/// ggml's type id of F32.
-const GGML_TYPE_F32: i32 = 0;
 /// ggml's type id of I32 (the row ids).
 pub const GGML_TYPE_I32: i32 = 26;
-
-/// `ne` and `nb` of a view as `usize` ([`Error::Shape`] for a negative or oversized value).
-fn dims(v: &ggml_t2p_tensor_view) -> Result<([usize; 4], [usize; 4]), Error> {
-    let mut ne = [0usize; 4];
-    let mut nb = [0usize; 4];
-    for d in 0..4 {
-        ne[d] = usize::try_from(v.ne[d]).map_err(|_| Error::Shape)?;
-        nb[d] = usize::try_from(v.nb[d]).map_err(|_| Error::Shape)?;
-    }
-    Ok((ne, nb))
-}
 
 /// Bytes spanned by `n` items of `item` bytes, `stride` bytes apart (`None` on overflow or past
 /// `isize::MAX`).
@@ -162,6 +149,17 @@ mod tests {
             .collect()
     }
 
+    /// Each row of `nb` blocks as floats, through the reference's `dequantize`.
+    fn rows_of<B>(b: &[B], nb: usize, dequantize: fn(&[B], &mut [f32]) -> Result<(), Error>) -> Vec<Vec<f32>> {
+        b.chunks(nb)
+            .map(|r| {
+                let mut y = vec![0f32; nb * 128];
+                dequantize(r, &mut y).unwrap();
+                y
+            })
+            .collect()
+    }
+
     /// A source matrix of `st` (every PQ2_0 code, 3 included; any PTQ1_0 byte; scales of both
     /// signs, a zero among them) as bytes, and its rows as ggml's `to_float` gives them.
     fn source(st: SourceType, n_rows: usize, k: usize, seed: u64) -> (Vec<u8>, Vec<Vec<f32>>) {
@@ -174,15 +172,7 @@ mod tests {
                     .enumerate()
                     .map(|(i, q)| BlockPq2_0 { d: scale(i), qs: q.try_into().unwrap() })
                     .collect();
-                let rows = b
-                    .chunks(nb)
-                    .map(|r| {
-                        let mut y = vec![0f32; k];
-                        dequantize_row_pq2_0(r, &mut y).unwrap();
-                        y
-                    })
-                    .collect();
-                (as_bytes(&b).to_vec(), rows)
+                (as_bytes(&b).to_vec(), rows_of(&b, nb, dequantize_row_pq2_0))
             }
             SourceType::Ptq1_0 => {
                 let b: Vec<BlockPtq1_0> = bytes(n_rows * nb * 26, seed)
@@ -190,15 +180,7 @@ mod tests {
                     .enumerate()
                     .map(|(i, q)| BlockPtq1_0 { qs: q[..24].try_into().unwrap(), qh: [q[24], q[25]], d: scale(i) })
                     .collect();
-                let rows = b
-                    .chunks(nb)
-                    .map(|r| {
-                        let mut y = vec![0f32; k];
-                        dequantize_row_ptq1_0(r, &mut y).unwrap();
-                        y
-                    })
-                    .collect();
-                (as_bytes(&b).to_vec(), rows)
+                (as_bytes(&b).to_vec(), rows_of(&b, nb, dequantize_row_ptq1_0))
             }
         };
         (raw, rows)
