@@ -11,15 +11,24 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
                   library runs avx512vnni for ours-amx and says so in the run's log)
   ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET, SSM_CONV and CONCAT of
                   the Gated-DeltaNet hybrids (qwen35; other models run neither, only F32 CONCATs if any)
+  ours-ptq1_0     PTQ1_0 (1.75 bpw), ggml-t2p as it chooses (--ptq1 FILE, or the fork's llama-quantize
+                  when it knows PTQ1_0: a checkout taught it by tools/ptq1-tree.py)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)
+  stock-ptq1_0    the PTQ1_0 file, the fork's own code (GGML_T2P=0)
   stock-tq2_0     TQ2_0 of the fork's llama-quantize (GGML_T2P=0)
+  stock-tq1_0     TQ1_0 of the fork's llama-quantize (GGML_T2P=0)
   stock-q4_0      Q4_0 of the fork's llama-quantize (GGML_T2P=0)
   ik-iq2_bn       IQ2_BN of ik_llama.cpp's llama-quantize
   ik-iq2_bn-rtr   the same file with -rtr 1 (ik_llama repacks to IQ2_BN_R4 at load)
+  ik-iq1_bn       IQ1_BN (1.625 bpw) of ik_llama.cpp's llama-quantize
 
 (ik_llama.cpp has no TQ2_0 type.) Each llama-quantize applies its own rules to token_embd and
 output; the table names the bytes a decoded token reads in each file, so that differences in those
-types show.
+types show. A configuration that cannot run the model (a type or architecture an engine lacks)
+fails with the engine's own message in its log; --keep-going reports it and runs the others.
+Bytes per token are the file's, except for ours on a PTQ1_0 file: ggml-t2p holds each PTQ1_0
+matrix as X16 or T2P (2.125 bpw) unless GGML_T2P_PTQ1=native on ARM, so it reads 34/28 of those
+tensors' bytes, and the table counts what it reads.
 
 Each round runs every configuration once (llama-bench -r 1, all tests and thread counts in one
 process, -mmp 0, in the same order), so slow drifts of the machine hit all alike. The table gives the
@@ -90,8 +99,17 @@ ISA_FLAG_WORDS = {"avx2": ("-march=native", "-mtune=native", "-mavx512", "-mamx"
 # a variable name and is treated as not set
 CMAKE_TRUE = ("1", "ON", "YES", "TRUE", "Y")
 
-ALL_CONFIGS = ["ours", "ours-LEVEL", "ours-nohybrid", "stock-pq2_0", "stock-tq2_0", "stock-q4_0", "ik-iq2_bn",
-               "ik-iq2_bn-rtr"]
+ALL_CONFIGS = ["ours", "ours-LEVEL", "ours-nohybrid", "ours-ptq1_0", "stock-pq2_0", "stock-ptq1_0", "stock-tq2_0",
+               "stock-tq1_0", "stock-q4_0", "ik-iq2_bn", "ik-iq2_bn-rtr", "ik-iq1_bn"]
+# the configurations the default --configs runs (the PTQ1_0 ones need --ptq1 or a fork that knows PTQ1_0)
+DEFAULT_CONFIGS = [c for c in ALL_CONFIGS if "ptq1_0" not in c]
+# each configuration's file format; ours-LEVEL and ours-nohybrid run the PQ2_0 file
+FORMAT = {"ours-ptq1_0": "ptq1_0"}
+# formats that ik_llama.cpp's llama-quantize makes (the rest: the fork's), and the ik file's type name
+IK_FORMATS = {"iq2_bn": "IQ2_BN", "iq1_bn": "IQ1_BN"}
+GGML_TYPE_PTQ1_0 = 143
+# ggml-t2p holds a PTQ1_0 matrix as X16/T2P: 34 bytes per 128 weights instead of 28
+PTQ1_0_RESIDENT = 34 / 28
 
 
 # ---------------------------------------------------------------------------
@@ -99,21 +117,25 @@ ALL_CONFIGS = ["ours", "ours-LEVEL", "ours-nohybrid", "stock-pq2_0", "stock-tq2_
 # ---------------------------------------------------------------------------
 
 def gguf_tensors(path):
-    """Returns (general.file_type or None, {name: (dims, bytes)}); bytes from the offsets (the
-    padding between tensors, under the alignment, is counted with the tensor before it). ValueError
-    (naming PATH) when it is not a GGUF file of version 2 or later, or its header is cut short."""
+    """Returns (general.file_type or None, {name: (dims, bytes, ggml type)}); bytes from the offsets
+    (the padding between tensors, under the alignment, is counted with the tensor before it).
+    ValueError (naming PATH) when it is not a GGUF file of version 2 or later, or its header is cut
+    short."""
     try:
         h = t2p_gguf.Header(path, versions=None, strict=False)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    return h.scalar("general.file_type", (4, 5)), {t.name: (t.dims, t.span) for t in h.tensors}
+    return h.scalar("general.file_type", (4, 5)), {t.name: (t.dims, t.span, t.ttype) for t in h.tensors}
 
 
-def bytes_per_token(tensors):
+def bytes_per_token(tensors, ptq1_resident=False):
     """Bytes of weights one decoded token reads: every tensor once, but of token_embd one row (unless
-    the model has no output.weight, when token_embd is the output matrix too)."""
+    the model has no output.weight, when token_embd is the output matrix too). With PTQ1_RESIDENT,
+    PTQ1_0 tensors count as ggml-t2p holds them (X16/T2P: 34/28 of their bytes)."""
     total = 0
-    for name, (dims, nbytes) in tensors.items():
+    for name, (dims, nbytes, ttype) in tensors.items():
+        if ptq1_resident and ttype == GGML_TYPE_PTQ1_0:
+            nbytes = round(nbytes * PTQ1_0_RESIDENT)
         if name == "token_embd.weight" and "output.weight" in tensors and len(dims) == 2:
             total += nbytes // dims[1]
         else:
@@ -252,6 +274,23 @@ def cpu_levels():
 # conversions
 # ---------------------------------------------------------------------------
 
+def config_format(c):
+    """The file format configuration C runs: its FORMAT entry, the part after stock-/ik-, or PQ2_0."""
+    if c in FORMAT:
+        return FORMAT[c]
+    return c.split("-")[1] if c.startswith(("stock-", "ik-")) else "pq2_0"
+
+
+def last_error(log_path):
+    """The last line of a failed run's log that reads like an error (the engine's own message), or
+    its last non-empty line."""
+    lines = [x.strip() for x in tc.read_text(log_path).splitlines() if x.strip()]
+    for x in reversed(lines):
+        if re.search(r"error|failed|unknown|not supported|unsupported", x, re.I):
+            return x
+    return lines[-1] if lines else "(empty log)"
+
+
 def up_to_date(dst, src):
     """DST exists and is not older than SRC (a conversion made from it is reused)."""
     return os.path.isfile(dst) and os.path.isfile(src) and os.path.getmtime(dst) >= os.path.getmtime(src)
@@ -339,10 +378,17 @@ def parser():
                     help="the source model: F16/BF16/F32, or any type the fork's llama-quantize reads "
                          "(a PQ2_0 file is used as is for the PQ2_0 configurations and dequantized to F16 "
                          "for the others)")
+    ap.add_argument("--ptq1", metavar="GGUF",
+                    help="the same model as PTQ1_0 (e.g. make-test-model.py --type ptq1_0), used as is for "
+                         "ours-ptq1_0 and stock-ptq1_0 (needs a fork that loads PTQ1_0: tools/ptq1-tree.py); "
+                         "without it the fork's llama-quantize makes one from F16")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="a configuration that fails (to convert or to run) is reported and left out; the "
+                         "others go on (exit status 1 at the end)")
     ap.add_argument("--work", metavar="DIR", help="converted models (default: <cache>/peers)")
-    ap.add_argument("--configs", default=",".join(ALL_CONFIGS), metavar="LIST",
-                    help="comma-separated configurations (default: all; ik-* need --ik): " + ", ".join(ALL_CONFIGS)
-                         + "; ours-LEVEL expands to each level this CPU runs")
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), metavar="LIST",
+                    help="comma-separated configurations (default: " + ",".join(DEFAULT_CONFIGS) + "; ik-* need "
+                         "--ik): " + ", ".join(ALL_CONFIGS) + "; ours-LEVEL expands to each level this CPU runs")
     ap.add_argument("--levels", metavar="LIST", help="ggml-t2p levels for ours-LEVEL (default: those this CPU runs: "
                     + (",".join(cpu_levels()) or "none found") + "; with --isa ISA: that level only)")
     ap.add_argument("-p", default="512,64", metavar="LIST", help="prompt sizes (default 512,64)")
@@ -369,6 +415,8 @@ def parse(argv):
 def run(argv):
     ap, args = parse(argv)
     tc.file_arg(ap, "-m", args.model)
+    if args.ptq1:
+        tc.file_arg(ap, "--ptq1", args.ptq1)
     if not os.path.isdir(args.llama):
         ap.error(f"--llama {args.llama}: no such folder")
     if args.ik and not os.path.isdir(args.ik):
@@ -432,6 +480,13 @@ def run(argv):
         ftype, _ = gguf_tensors(model)
     except (ValueError, struct.error, OSError) as e:
         ap.error(f"-m {args.model}: cannot read its GGUF header: {e}")
+    if args.ptq1:
+        try:
+            _, pt = gguf_tensors(args.ptq1)
+        except (ValueError, struct.error, OSError) as e:
+            ap.error(f"--ptq1 {args.ptq1}: cannot read its GGUF header: {e}")
+        if not any(v[2] == GGML_TYPE_PTQ1_0 for v in pt.values()):
+            ap.error(f"--ptq1 {args.ptq1}: no tensor of type PTQ1_0 ({GGML_TYPE_PTQ1_0}) in it")
 
     fork = fork_binaries(args)
     if not fork:
@@ -442,12 +497,15 @@ def run(argv):
 
     # --- conversions
     stem = re.sub(r"\.gguf$", "", os.path.basename(model))
-    files = {}
-    need = {c.split("-")[1] if c.startswith(("stock-", "ik-")) else "pq2_0" for c in configs}
+    files, failed = {}, {}
+    need = {config_format(c) for c in configs}
     f16 = model
     if ftype == FTYPE_PQ2_0 and "pq2_0" in need:
         files["pq2_0"] = model
         tc.say(TOOL, "the source is PQ2_0: used as is for the PQ2_0 configurations")
+    if args.ptq1 and "ptq1_0" in need:
+        files["ptq1_0"] = os.path.abspath(args.ptq1)
+        tc.say(TOOL, f"--ptq1: {args.ptq1} used as is for the PTQ1_0 configurations")
     if need - set(files):
         if ftype not in FTYPE_FLOAT:
             f16 = os.path.join(work, f"{stem}-f16.gguf")
@@ -457,9 +515,9 @@ def run(argv):
             elif not quantize(fork["llama-quantize"], model, f16, "F16", True, args.out_dir, "f16"):
                 return 1, None
         for fmt in sorted(need - set(files)):
-            if fmt == "iq2_bn":                    # ik-iq2_bn and ik-iq2_bn-rtr share the IQ2_BN file
-                qbin, qtype = ik["llama-quantize"], "IQ2_BN"
-                dst = os.path.join(work, f"{stem}-ik-iq2_bn.gguf")
+            if fmt in IK_FORMATS:                  # ik-iq2_bn and ik-iq2_bn-rtr share the IQ2_BN file
+                qbin, qtype = ik["llama-quantize"], IK_FORMATS[fmt]
+                dst = os.path.join(work, f"{stem}-ik-{fmt}.gguf")
             else:
                 qbin, qtype = fork["llama-quantize"], fmt.upper()
                 dst = os.path.join(work, f"{stem}-{fmt}.gguf")
@@ -468,11 +526,18 @@ def run(argv):
                 print(f"would reuse: {dst}" if up_to_date(dst, f16) and (f16 == model or up_to_date(f16, model))
                       else f"would run: {qbin} {f16} {dst} {qtype}")
             elif not quantize(qbin, f16, dst, qtype, False, args.out_dir, fmt):
-                return 1, None
+                if not args.keep_going:
+                    return 1, None
+                for c in configs:
+                    if config_format(c) == fmt:
+                        failed[c] = f"conversion to {qtype} failed (log: {args.out_dir}/quantize-{fmt}.log)"
+                continue
             files[fmt] = dst
 
     plan = []
     for c in configs:
+        if c in failed:
+            continue
         if c == "ours":
             plan.append((c, fork["llama-bench"], files["pq2_0"],
                          {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
@@ -481,14 +546,19 @@ def run(argv):
             if args.isa:
                 env["GGML_T2P_KERNEL"] = ISA_LEVEL[args.isa]
             plan.append((c, fork["llama-bench"], files["pq2_0"], env, []))
+        elif c == "ours-ptq1_0":
+            plan.append((c, fork["llama-bench"], files["ptq1_0"],
+                         {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
         elif c.startswith("ours-"):
             plan.append((c, fork["llama-bench"], files["pq2_0"], {"GGML_T2P_KERNEL": c[5:]}, []))
         elif c.startswith("stock-"):
-            plan.append((c, fork["llama-bench"], files[c.split("-")[1]], {"GGML_T2P": "0"}, []))
+            plan.append((c, fork["llama-bench"], files[config_format(c)], {"GGML_T2P": "0"}, []))
         elif c == "ik-iq2_bn":
             plan.append((c, ik["llama-bench"], files["iq2_bn"], {}, ["-rtr", "0"]))
         elif c == "ik-iq2_bn-rtr":
             plan.append((c, ik["llama-bench"], files["iq2_bn"], {}, ["-rtr", "1"]))
+        elif c == "ik-iq1_bn":
+            plan.append((c, ik["llama-bench"], files["iq1_bn"], {}, []))
     common = ["-n", str(args.n), "-t", ",".join(map(str, threads)), "-r", "1", "-mmp", "0", "-v", "-o", "json"]
     plan = [(label, binary, m, env, ["-p", p_for.get(label, ",".join(map(str, pps)))] + common + extra + args.extra)
             for label, binary, m, env, extra in plan]
@@ -499,7 +569,7 @@ def run(argv):
 
     bpt = {}
     for label, _, m, _, _ in plan:
-        bpt[label] = bytes_per_token(gguf_tensors(m)[1])
+        bpt[label] = bytes_per_token(gguf_tensors(m)[1], ptq1_resident=label.startswith("ours"))
     samples = {label: {} for label, *_ in plan}
     loads, states, runs = [], {}, []
     t_start = time.time()
@@ -509,6 +579,8 @@ def run(argv):
         tc.say(TOOL, load_warn)
     for r in range(1, args.rounds + 1):
         for label, binary, m, env, extra in plan:
+            if label in failed:
+                continue
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
             loads.append(load)
             json_path = os.path.join(args.out_dir, f"{label}-{r}.json")
@@ -517,15 +589,22 @@ def run(argv):
             tc.say(TOOL, f"round {r}/{args.rounds} {label} (load {load:.2f}): {tc.show_env(env)} "
                          f"{os.path.basename(binary)} -m {os.path.basename(m)} ...")
             secs = tc.run_checked(TOOL, f"run {label}", cmd, env, json_path, log_path)
+            why = None
             if secs is None:
-                return 1, None
-            try:
-                got = load_bench_json(json_path)
-                if not got:
-                    raise ValueError("no results")
-            except (ValueError, KeyError, TypeError) as e:
-                tc.say(TOOL, f"{label}: cannot read llama-bench's JSON in {json_path}: {e}")
-                return 1, None
+                why = f"llama-bench failed: {last_error(log_path)} (log: {log_path})"
+            else:
+                try:
+                    got = load_bench_json(json_path)
+                    if not got:
+                        raise ValueError("no results")
+                except (ValueError, KeyError, TypeError) as e:
+                    why = f"cannot read llama-bench's JSON in {json_path}: {e}"
+            if why:
+                tc.say(TOOL, f"{label}: {why}")
+                if not args.keep_going:
+                    return 1, None
+                failed[label] = why
+                continue
             for key, ts in got.items():
                 samples[label].setdefault(key, []).append(ts)
             state, summary, _ = tc.plugin_state(tc.read_text(log_path))
@@ -536,7 +615,9 @@ def run(argv):
     loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
     secs = time.time() - t_start
     end_line, _ = tc.machine_load(max(threads))
-    lines, table = report(args, plan, samples, states, bpt, read_bw, loads, secs)
+    lines, table = report(args, [p for p in plan if p[0] not in failed], samples, states, bpt, read_bw, loads,
+                          secs)
+    lines += [f"FAILED {c}: {why}" for c, why in failed.items()]
     lines[1:1] = ["before: " + load_line] + ([load_warn] if load_warn else []) + ["after:  " + end_line]
     for line in lines:
         print(line)
@@ -546,10 +627,11 @@ def run(argv):
                                   "bytes_per_token": bpt, "read_bw": read_bw, "loads": loads,
                                   "table": table, "runs": runs, "machine_before": load_line,
                                   "machine_after": end_line,
-                                  "states": {k: v[0][1] for k, v in states.items()}}, indent=1).encode())
+                                  "states": {k: v[0][1] for k, v in states.items()},
+                                  "failed": failed}, indent=1).encode())
             out.commit()
         print(f"JSON: {args.json}")
-    return 0, table
+    return (1 if failed else 0), table
 
 
 def report(args, plan, samples, states, bpt, read_bw, loads, secs):

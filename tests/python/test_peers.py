@@ -9,12 +9,19 @@ Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.
 * the command line refuses what it cannot run (unknown configuration, ik-* without --ik, bad --p-for,
   bad --read-bw, a missing model) with a message and status 2, before any build or run;
 * --dry-run prints the plan: the PQ2_0 source used as is, conversions through F16, --p-for applied,
-  each configuration's environment (ours-nohybrid: GGML_T2P_HYBRID=0, with --isa avx2 also the level).
+  each configuration's environment (ours-nohybrid: GGML_T2P_HYBRID=0, with --isa avx2 also the level);
+  --ptq1 FILE is run as is by ours-ptq1_0 and stock-ptq1_0, TQ1_0 comes from the fork's llama-quantize
+  and IQ1_BN from ik_llama.cpp's; a --ptq1 file without PTQ1_0 tensors is refused;
+* bytes per token count ours' PTQ1_0 matrices as held (34/28 of the file's bytes), the others' as filed;
+* a configuration that fails to convert or to run stops the tool, or with --keep-going is named with
+  the engine's own error line and left out while the others' table is printed (status 1 either way):
+  driven by stand-in llama-bench / llama-quantize scripts that fail where told.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -30,9 +37,48 @@ except ImportError as e:                       # a failure, not a skip: the test
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "peers.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_synthetic import teach_gguf  # noqa: E402  (PyPI gguf taught types 142 and 143)
+
 spec = importlib.util.spec_from_file_location("peers", TOOL)
 peers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(peers)
+
+
+def write_ptq1_0_gguf(path):
+    """A GGUF with one PTQ1_0 matrix (96 x 128: 96 blocks of 28 bytes) and one F32 vector."""
+    teach_gguf()
+    w = gguf.GGUFWriter(path, "qwen35")
+    w.add_file_type(143)
+    w.add_tensor("blk.0.ffn_up.weight", np.zeros((96, 28), dtype=np.uint8),
+                 raw_dtype=gguf.GGMLQuantizationType(143))
+    w.add_tensor("blk.0.attn_norm.weight", np.ones(128, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# stand-ins for the engines' programs: llama-quantize copies its source (and fails for the type named
+# in T2P_FAKE_QUANT_FAIL); llama-bench prints llama-bench's JSON for each -p size and -n, one entry per
+# thread count, and fails with an error line when GGML_T2P=0 (as a fork that cannot load a type would)
+FAKE_QUANTIZE = """import shutil, sys, os
+src, dst, qtype = sys.argv[-3:]
+if qtype == os.environ.get("T2P_FAKE_QUANT_FAIL"):
+    sys.exit(f"main: invalid ftype '{qtype}'")
+shutil.copyfile(src, dst)
+"""
+FAKE_BENCH = """import json, sys, os
+a = sys.argv
+if os.environ.get("GGML_T2P") == "0":
+    print("llama_model_load: error loading model: unknown model architecture: 'qwen35'", file=sys.stderr)
+    sys.exit(1)
+ps = [int(x) for x in a[a.index("-p") + 1].split(",")]
+n, ts = int(a[a.index("-n") + 1]), [int(x) for x in a[a.index("-t") + 1].split(",")]
+out = [dict(n_prompt=p, n_gen=0, n_threads=t, avg_ts=100.0 * t + p) for t in ts for p in ps if p]
+out += [dict(n_prompt=0, n_gen=n, n_threads=t, avg_ts=10.0 * t) for t in ts if n]
+print(json.dumps(out))
+"""
 
 
 def write_gguf(path, tied, ftype=1):
@@ -82,6 +128,84 @@ class Peers(unittest.TestCase):
         self.assertEqual(peers.bytes_per_token(t), want)
         _, t = peers.gguf_tensors(self.tied)
         self.assertEqual(peers.bytes_per_token(t), sum(v[1] for v in t.values()))
+
+    def test_bytes_per_token_ptq1_0(self):
+        """ours holds PTQ1_0 matrices as X16/T2P (34 bytes per 28 filed); the others read the file."""
+        t = {"blk.0.ffn_up.weight": ([128, 96], 96 * 28, 143), "blk.0.attn_norm.weight": ([128], 512, 0)}
+        self.assertEqual(peers.bytes_per_token(t), 96 * 28 + 512)
+        self.assertEqual(peers.bytes_per_token(t, ptq1_resident=True), 96 * 34 + 512)
+        path = os.path.join(self.tmp.name, "ptq1.gguf")
+        write_ptq1_0_gguf(path)
+        ftype, t = peers.gguf_tensors(path)
+        self.assertEqual(ftype, 143)
+        self.assertEqual(t["blk.0.ffn_up.weight"][2], 143)
+        self.assertEqual(peers.bytes_per_token(t, ptq1_resident=True) - peers.bytes_per_token(t), 96 * 6)
+
+    def test_ptq1_dry_run(self):
+        """--ptq1: ours-ptq1_0 and stock-ptq1_0 run that file; TQ1_0 from the fork, IQ1_BN from ik."""
+        d = self.tmp.name
+        fork, ik = os.path.join(d, "p-fork"), os.path.join(d, "p-ik")
+        self.fake_build(os.path.join(fork, "build-t2p"), None)
+        self.fake_build(os.path.join(ik, "build-peers"), None)
+        pt = os.path.join(d, "p1.gguf")
+        write_ptq1_0_gguf(pt)
+        w = os.path.join(d, "w")
+        base = ["--llama", fork, "--ik", ik, "-m", self.untied, "--work", w, "--dry-run",
+                "--configs", "ours-ptq1_0,stock-ptq1_0,stock-tq1_0,ik-iq1_bn,ik-iq2_bn"]
+        p = self.run_tool(*(base + ["--ptq1", pt]))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        out = p.stdout
+        self.assertRegex(out, r"\(ours-ptq1_0\): \S*build-t2p/bin/llama-bench -m " + pt)
+        self.assertNotRegex(out, r"\(ours-ptq1_0\):.*GGML_T2P")
+        self.assertRegex(out, r"\(stock-ptq1_0\): GGML_T2P=0 \S*llama-bench -m " + pt)
+        self.assertIn(f"p-fork/build-t2p/bin/llama-quantize {self.untied} {os.path.join(w, 'untied-tq1_0.gguf')} TQ1_0",
+                      out)
+        self.assertIn(f"p-ik/build-peers/bin/llama-quantize {self.untied} {os.path.join(w, 'untied-ik-iq1_bn.gguf')} "
+                      "IQ1_BN", out)
+        self.assertRegex(out, r"\(ik-iq1_bn\): \S*p-ik/build-peers/bin/llama-bench -m \S*untied-ik-iq1_bn\.gguf")
+        self.assertRegex(out, r"\(ik-iq2_bn\): .*untied-ik-iq2_bn\.gguf -p 512,64 .* -rtr 0")
+        self.assertNotIn(" PTQ1_0\n", out)                # the --ptq1 file needs no conversion
+        # without --ptq1 the fork's llama-quantize makes one
+        p = self.run_tool(*base)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn(f"{self.untied} {os.path.join(w, 'untied-ptq1_0.gguf')} PTQ1_0", p.stdout)
+        # a --ptq1 file with no PTQ1_0 tensor is refused
+        p = self.run_tool(*(base + ["--ptq1", self.untied]))
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("no tensor of type PTQ1_0", p.stdout)
+        # the PTQ1_0 configurations are not in the default set
+        self.assertNotIn("ptq1_0", peers.DEFAULT_CONFIGS[0] + ",".join(peers.DEFAULT_CONFIGS))
+
+    def test_keep_going(self):
+        """A failed conversion and a failed run: without --keep-going the tool stops (status 1, no
+        table); with it they are named (the engine's error line) and the rest is tabled (status 1)."""
+        d = self.tmp.name
+        fork = os.path.join(d, "k-fork")
+        self.fake_build(os.path.join(fork, "build-t2p"), None)
+        for n, body in (("llama-quantize", FAKE_QUANTIZE), ("llama-bench", FAKE_BENCH)):
+            with open(os.path.join(fork, "build-t2p", "bin", n), "w") as f:
+                f.write(f"#!{sys.executable}\n{body}")
+        base = ["--llama", fork, "-m", self.untied, "--work", os.path.join(d, "kw"), "--configs",
+                "ours,stock-pq2_0,stock-tq1_0", "-p", "8", "-n", "4", "-t", "1", "--rounds", "2"]
+        env = dict(os.environ, T2P_FAKE_QUANT_FAIL="TQ1_0")
+        p = subprocess.run([sys.executable, TOOL] + base + ["--out", os.path.join(d, "k1")], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("quantize tq1_0 failed", p.stdout)
+        self.assertNotIn("ratio ours/peer", p.stdout)
+        p = subprocess.run([sys.executable, TOOL] + base + ["--keep-going", "--out", os.path.join(d, "k2"),
+                                                            "--json", os.path.join(d, "k2.json")],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertRegex(p.stdout, r"FAILED stock-pq2_0: llama-bench failed: llama_model_load: error loading "
+                                   r"model: unknown model architecture: 'qwen35'")
+        self.assertRegex(p.stdout, r"FAILED stock-tq1_0: conversion to TQ1_0 failed")
+        self.assertRegex(p.stdout, r"\npp8 +1 +108\.00 \(  0%\)")     # ours' two rounds tabled
+        self.assertRegex(p.stdout, r"\ntg4 +1 +10\.00 ")
+        with open(os.path.join(d, "k2.json")) as f:
+            got = json.load(f)
+        self.assertEqual(got["configs"], ["ours", "stock-pq2_0"])
+        self.assertEqual(sorted(got["failed"]), ["stock-pq2_0", "stock-tq1_0"])
 
     def run_tool(self, *argv):
         return subprocess.run([sys.executable, TOOL] + list(argv), stdout=subprocess.PIPE,
