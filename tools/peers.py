@@ -296,14 +296,14 @@ def up_to_date(dst, src):
     return os.path.isfile(dst) and os.path.isfile(src) and os.path.getmtime(dst) >= os.path.getmtime(src)
 
 
-def quantize(tool_bin, src, dst, qtype, allow_requant, log_dir, label):
-    """llama-quantize SRC -> DST (type QTYPE), written to a temporary name and renamed; reused while
-    DST is newer than SRC. Returns True on success."""
+def quantize(tool_bin, src, dst, qtype, allow_requant, log_dir, label, extra=()):
+    """llama-quantize [EXTRA] SRC -> DST (type QTYPE), written to a temporary name and renamed; reused
+    while DST is newer than SRC. Returns True on success."""
     if up_to_date(dst, src):
         tc.say(TOOL, f"{label}: reusing {dst}")
         return True
     tmp = f"{dst}.tmp-{os.getpid()}"
-    cmd = [tool_bin] + (["--allow-requantize"] if allow_requant else []) + [src, tmp, qtype]
+    cmd = [tool_bin] + (["--allow-requantize"] if allow_requant else []) + list(extra) + [src, tmp, qtype]
     log = os.path.join(log_dir, f"quantize-{label}.log")
     tc.say(TOOL, f"{label}: {' '.join(cmd)}  (log: {log})")
     t0 = time.monotonic()
@@ -382,6 +382,11 @@ def parser():
                     help="the same model as PTQ1_0 (e.g. make-test-model.py --type ptq1_0), used as is for "
                          "ours-ptq1_0 and stock-ptq1_0 (needs a fork that loads PTQ1_0: tools/ptq1-tree.py); "
                          "without it the fork's llama-quantize makes one from F16")
+    ap.add_argument("--embed-same", action="store_true",
+                    help="convert token_embd and output to each file's own type too (llama-quantize "
+                         "--token-embedding-type/--output-tensor-type; files named ...-emb.gguf), as in "
+                         "PrismML's files where every matrix is ternary; without it each llama-quantize "
+                         "applies its own rules (e.g. Q6_K for them)")
     ap.add_argument("--keep-going", action="store_true",
                     help="a configuration that fails (to convert or to run) is reported and left out; the "
                          "others go on (exit status 1 at the end)")
@@ -517,15 +522,17 @@ def run(argv):
         for fmt in sorted(need - set(files)):
             if fmt in IK_FORMATS:                  # ik-iq2_bn and ik-iq2_bn-rtr share the IQ2_BN file
                 qbin, qtype = ik["llama-quantize"], IK_FORMATS[fmt]
-                dst = os.path.join(work, f"{stem}-ik-{fmt}.gguf")
+                dst = os.path.join(work, f"{stem}-ik-{fmt}{'-emb' if args.embed_same else ''}.gguf")
             else:
                 qbin, qtype = fork["llama-quantize"], fmt.upper()
-                dst = os.path.join(work, f"{stem}-{fmt}.gguf")
+                dst = os.path.join(work, f"{stem}-{fmt}{'-emb' if args.embed_same else ''}.gguf")
+            extra = ["--token-embedding-type", qtype.lower(), "--output-tensor-type", qtype.lower()] \
+                if args.embed_same else []
             if args.dry_run:
                 # (a new F16 file would be newer than every conversion made from the old one)
                 print(f"would reuse: {dst}" if up_to_date(dst, f16) and (f16 == model or up_to_date(f16, model))
-                      else f"would run: {qbin} {f16} {dst} {qtype}")
-            elif not quantize(qbin, f16, dst, qtype, False, args.out_dir, fmt):
+                      else f"would run: {' '.join([qbin] + extra + [f16, dst, qtype])}")
+            elif not quantize(qbin, f16, dst, qtype, False, args.out_dir, fmt, extra):
                 if not args.keep_going:
                     return 1, None
                 for c in configs:

@@ -11,7 +11,8 @@ Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.
 * --dry-run prints the plan: the PQ2_0 source used as is, conversions through F16, --p-for applied,
   each configuration's environment (ours-nohybrid: GGML_T2P_HYBRID=0, with --isa avx2 also the level);
   --ptq1 FILE is run as is by ours-ptq1_0 and stock-ptq1_0, TQ1_0 comes from the fork's llama-quantize
-  and IQ1_BN from ik_llama.cpp's; a --ptq1 file without PTQ1_0 tensors is refused;
+  and IQ1_BN from ik_llama.cpp's; --embed-same converts token_embd and output to each file's type
+  too (files of their own); a --ptq1 file without PTQ1_0 tensors is refused;
 * bytes per token count ours' PTQ1_0 matrices as held (34/28 of the file's bytes), the others' as filed;
 * a configuration that fails to convert or to run stops the tool, or with --keep-going is named with
   the engine's own error line and left out while the others' table is printed (status 1 either way):
@@ -169,6 +170,14 @@ class Peers(unittest.TestCase):
         p = self.run_tool(*base)
         self.assertEqual(p.returncode, 0, p.stdout)
         self.assertIn(f"{self.untied} {os.path.join(w, 'untied-ptq1_0.gguf')} PTQ1_0", p.stdout)
+        # --embed-same: token_embd and output in each file's own type, in files of their own
+        p = self.run_tool(*(base + ["--ptq1", pt, "--embed-same"]))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn("llama-quantize --token-embedding-type tq1_0 --output-tensor-type tq1_0 "
+                      f"{self.untied} {os.path.join(w, 'untied-tq1_0-emb.gguf')} TQ1_0", p.stdout)
+        self.assertIn("llama-quantize --token-embedding-type iq1_bn --output-tensor-type iq1_bn "
+                      f"{self.untied} {os.path.join(w, 'untied-ik-iq1_bn-emb.gguf')} IQ1_BN", p.stdout)
+        self.assertRegex(p.stdout, r"\(ik-iq1_bn\): .*untied-ik-iq1_bn-emb\.gguf ")
         # a --ptq1 file with no PTQ1_0 tensor is refused
         p = self.run_tool(*(base + ["--ptq1", self.untied]))
         self.assertEqual(p.returncode, 2, p.stdout)
