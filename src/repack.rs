@@ -315,8 +315,7 @@ pub fn ptq1_0_to_pq2_0(b: &BlockPtq1_0) -> BlockPq2_0 {
 pub fn repack_ptq1_0_to_t2p(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockT2p]) -> Result<(), Error> {
     let nb = check(Layout::T2p, n_rows, k, src.len(), dst.len())?;
     repack_tiles::<_, _, 4>(src, n_rows, nb, &mut dst[..n_rows / 4 * nb], &PTQ1_0_ZERO_ROW, |rows, o| {
-        let [a, b, c, d] = rows.map(ptq1_0_to_pq2_0);
-        *o = BlockT2p::from_rows([&a, &b, &c, &d])
+        o.set_ptq1_0_rows(rows)
     });
     Ok(())
 }

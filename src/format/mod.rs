@@ -12,9 +12,9 @@ mod t2p;
 mod x16;
 
 pub use pq2_0::BlockPq2_0;
-pub use ptq1_0::{ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS, TRIT_BYTES};
+pub use ptq1_0::{digits_swar, ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS, TRIT_BYTES};
 pub use q8_k::BlockQ8K;
-pub use t2p::{t2p_position, BlockT2p, SPREAD};
+pub use t2p::{pair_words_scalar, t2p_position, BlockT2p, SPREAD};
 pub use x16::{transpose_2bit_4x4, x16_position, BlockX16, X16_ROWS, ZERO_ROW};
 
 use crate::error::Error;

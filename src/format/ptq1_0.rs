@@ -46,6 +46,26 @@ pub static TRIT_BYTES: [u64; 256] = {
     t
 };
 
+/// The five base-3 digits of eight bytes at once: byte `e` of `out[n]` is [`ptq1_0_digit`]`(byte
+/// e of x, n)`.
+///
+/// Each byte works in a 16-bit lane (even bytes, then odd): with `v` = `q * 3^n mod 256`,
+/// `w = 3v` (at most 765, so the lane never carries) has the digit in its high byte and
+/// `v * 3 mod 256`, the next digit's `v`, in its low byte. Shifts, adds and masks only, so four
+/// rows vectorise on any SIMD (NEON has no 64-bit lane multiply; none is used).
+#[inline]
+pub fn digits_swar(x: u64) -> [u64; 5] {
+    const M: u64 = 0x00FF_00FF_00FF_00FF;
+    let (mut ve, mut vo) = (x & M, (x >> 8) & M);
+    let mut out = [0u64; 5];
+    for d in &mut out {
+        let (we, wo) = (ve + (ve << 1), vo + (vo << 1));
+        *d = ((we >> 8) & M) | (wo & !M);
+        (ve, vo) = (we & M, wo & M);
+    }
+    out
+}
+
 /// One PTQ1_0 block: `qs[24]`, `qh[2]`, then the fp16 scale `d` last.
 ///
 /// Weight `e` (0..128) is `(digit - 1) * d`, the digit taken as follows (docs/formats.md §2):
@@ -170,6 +190,35 @@ impl BlockPtq1_0 {
         let pair = |d: u64, x: usize, y: usize| byte(d, x) << 4 | byte(d, y) << 6;
         l[7] |= pair(h0, 0, 2) | pair(h1, 0, 2) << 8 | pair(h0, 1, 3) << 16 | pair(h1, 1, 3) << 24;
         l
+    }
+
+    /// This block as the row's four T2P words (`BlockT2p::qs[pair][w][side..side + 8]` as a
+    /// little-endian `u64` for `w` = 0..4): byte `e` of word `w`, bits `2s..2s+1`, holds the code of
+    /// weight `8 * (4w + s) + e`. The same bytes as the T2P repack of [`BlockPtq1_0::pq2_0_qs`],
+    /// built without the PQ2_0 step and without tables.
+    ///
+    /// Chunk `c` (weights `8c..8c+8`) of a word is one digit of eight consecutive source bytes,
+    /// each in its own byte: chunks `2n` and `2n + 1` are digit `n` of `qs[0..8]` and `qs[8..16]`,
+    /// chunk `10 + n` digit `n` of `qs[16..24]`, and byte `e` of chunk 15 digit `e / 2` of
+    /// `qh[e % 2]`. [`digits_swar`] takes the digits of eight bytes at once.
+    #[inline]
+    pub fn t2p_words(&self) -> [u64; 4] {
+        let ld = |i: usize| u64::from_le_bytes(self.qs[i..i + 8].try_into().expect("8 bytes"));
+        let (a, b, c) = (digits_swar(ld(0)), digits_swar(ld(8)), digits_swar(ld(16)));
+        // byte n of TRIT_BYTES[q] (n < 4) to byte 2n
+        let spread = |q: u8| {
+            let x = TRIT_BYTES[usize::from(q)] & 0xFFFF_FFFF;
+            let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
+            (x | x << 8) & 0x00FF_00FF_00FF_00FF
+        };
+        let q15 = spread(self.qh[0]) | spread(self.qh[1]) << 8;
+        let word = |s0: u64, s1: u64, s2: u64, s3: u64| s0 | s1 << 2 | s2 << 4 | s3 << 6;
+        [
+            word(a[0], b[0], a[1], b[1]),
+            word(a[2], b[2], a[3], b[3]),
+            word(a[4], b[4], c[0], c[1]),
+            word(c[2], c[3], c[4], q15),
+        ]
     }
 
     /// All 128 digits in element order (through [`TRITS`]; the same as [`BlockPtq1_0::digit`]

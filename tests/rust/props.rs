@@ -4,7 +4,9 @@
 mod common;
 
 use common::{levels_for, same_bytes, Rng};
-use ggml_t2p::format::{ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
+use ggml_t2p::format::{
+    pair_words_scalar, ptq1_0_digit, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK,
+};
 use ggml_t2p::kernels::{gemm, gemv};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{
@@ -100,6 +102,19 @@ proptest! {
         repack_ptq1_0_to_x16(&t, n_rows, k, &mut tx).unwrap();
         unpack_x16_to_pq2_0(&tx, n_rows, k, &mut back).unwrap();
         let want: Vec<BlockPq2_0> = t.iter().map(ptq1_0_to_pq2_0).collect();
+        prop_assert!(same_bytes(&back, &want));
+        // and into T2P (the direct digit decode): the same PQ2_0 rows back, the same bytes by the
+        // portable route as by this target's SIMD one
+        for (i, blk) in t.chunks(2).enumerate().take(64) {
+            if let [a, b] = blk {
+                let mut want = BlockT2p::default();
+                want.set_ptq1_0_rows([a, b, a, b]);
+                prop_assert_eq!(pair_words_scalar(a, b), want.qs[0], "pair {}", i);
+            }
+        }
+        let mut tt = vec![BlockT2p::default(); n_rows / 4 * k / QK];
+        repack_ptq1_0_to_t2p(&t, n_rows, k, &mut tt).unwrap();
+        unpack_t2p_to_pq2_0(&tt, n_rows, k, &mut back).unwrap();
         prop_assert!(same_bytes(&back, &want));
     }
 
@@ -201,6 +216,10 @@ fn ptq1_0_digits_all_bytes_all_positions() {
             let x4 = BlockPtq1_0x4::from_rows([&b, &b, &b, &b]);
             // the X16 repack's own decode (lanes straight from the digits, no PQ2_0 step)
             let x16 = BlockX16::from_ptq1_0_rows([&b; 16]);
+            // and the T2P repack's (words straight from the digits, eight bytes at a time)
+            let t2p = BlockT2p::from_ptq1_0_rows([&b; 4]);
+            // (the portable route gives the same bytes as the SSE2 / NEON one)
+            assert_eq!(pair_words_scalar(&b, &b), t2p.qs[0], "byte {q} position {pos}");
             let values: Vec<[i8; 128]> =
                 (0..4).map(|r| ggml_t2p::kernels::scalar::ptq1_0x4_row_values(&x4, r)).collect();
             let ndig = if pos < 24 { 5 } else { 4 };
@@ -217,6 +236,9 @@ fn ptq1_0_digits_all_bytes_all_positions() {
                 assert_eq!(pq2.code(e), want);
                 for r in 0..16 {
                     assert_eq!(x16.code(r, e), want, "X16 row {r}");
+                }
+                for r in 0..4 {
+                    assert_eq!(t2p.code(r, e), want, "T2P row {r}");
                 }
                 for vals in &values {
                     assert_eq!(vals[e], want as i8 - 1);
