@@ -401,6 +401,10 @@ def parser():
                     help="other prompt sizes for one configuration, e.g. stock-pq2_0=64 where a slow path would "
                          "take minutes per pp512 (repeatable; 0 = no prompt test)")
     ap.add_argument("-n", type=int, default=128, metavar="N", help="generated tokens (default 128)")
+    ap.add_argument("--n-for", action="append", default=[], metavar="CONFIG=N",
+                    help="other generated tokens for one configuration, e.g. stock-ptq1_0=16 where a slow "
+                         "path would take minutes per tg128; its tokens/s are tabled in the -n rows and the "
+                         "table says so (repeatable)")
     ap.add_argument("-t", default="1,all", metavar="LIST", help="thread counts (default 1,all)")
     ap.add_argument("--rounds", type=int, default=3, metavar="N", help="interleaved rounds (default 3)")
     ap.add_argument("--read-bw", metavar="T=GBPS,...",
@@ -442,6 +446,14 @@ def run(argv):
         if not eq or not all(x.strip().isdigit() for x in lst.split(",")):
             ap.error(f"--p-for: '{w}' is not CONFIG=N[,N...]")
         p_for[c] = lst
+    n_for = {}
+    for w in args.n_for:
+        c, eq, n = w.partition("=")
+        if not eq or not n.strip().isdigit() or int(n) < 1:
+            ap.error(f"--n-for: '{w}' is not CONFIG=N (N at least 1)")
+        n_for[c] = int(n)
+    if n_for and args.n == 0:
+        ap.error("--n-for: -n 0 runs no decode test")
     read_bw = parse_read_bw(ap, args.read_bw)
     if args.isa:
         if tc.cpu_arch(platform.machine().lower()) != "x86_64":
@@ -467,9 +479,11 @@ def run(argv):
         if other:
             ap.error(f"--configs: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only, not "
                      f"{', '.join(other)}")
-    for c in p_for:
-        if c not in configs:
-            ap.error(f"--p-for: '{c}' is not among the configurations run ({', '.join(configs)})")
+    for opt, given in (("--p-for", p_for), ("--n-for", n_for)):
+        for c in given:
+            if c not in configs:
+                ap.error(f"{opt}: '{c}' is not among the configurations run ({', '.join(configs)})")
+    args.n_for_map = n_for
     if any(c.startswith("ik-") for c in configs) and not args.ik:
         ap.error("the ik-* configurations need --ik DIR (or leave them out of --configs)")
     if args.json:
@@ -566,8 +580,9 @@ def run(argv):
             plan.append((c, ik["llama-bench"], files["iq2_bn"], {}, ["-rtr", "1"]))
         elif c == "ik-iq1_bn":
             plan.append((c, ik["llama-bench"], files["iq1_bn"], {}, []))
-    common = ["-n", str(args.n), "-t", ",".join(map(str, threads)), "-r", "1", "-mmp", "0", "-v", "-o", "json"]
-    plan = [(label, binary, m, env, ["-p", p_for.get(label, ",".join(map(str, pps)))] + common + extra + args.extra)
+    common = ["-t", ",".join(map(str, threads)), "-r", "1", "-mmp", "0", "-v", "-o", "json"]
+    plan = [(label, binary, m, env, ["-p", p_for.get(label, ",".join(map(str, pps))),
+                                     "-n", str(n_for.get(label, args.n))] + common + extra + args.extra)
             for label, binary, m, env, extra in plan]
     if args.dry_run:
         for label, binary, m, env, extra in plan:
@@ -613,6 +628,8 @@ def run(argv):
                 failed[label] = why
                 continue
             for key, ts in got.items():
+                if label in n_for and key[0] == f"tg{n_for[label]}":     # tabled in the -n rows
+                    key = (f"tg{args.n}", key[1])
                 samples[label].setdefault(key, []).append(ts)
             state, summary, _ = tc.plugin_state(tc.read_text(log_path))
             states.setdefault(label, []).append((state, summary))
@@ -697,6 +714,10 @@ def report(args, plan, samples, states, bpt, read_bw, loads, secs):
         bw = f" of {read_bw[row['threads']]:.2f} GB/s read bandwidth" if row["threads"] in read_bw else ""
         lines.append(f"  {row['test']} t{row['threads']}{bw}: " + ", ".join(parts))
     lines.append("  bytes per token: " + ", ".join(f"{x} {bpt[x] / 1e6:.1f} MB" for x in labels))
+    for label in labels:
+        if label in getattr(args, "n_for_map", {}):
+            lines.append(f"  {label} decoded {args.n_for_map[label]} tokens per run (--n-for), tabled in the "
+                         f"tg{args.n} rows")
     lines.append("plugin state (from each run's log):")
     for label in labels:
         seen = []

@@ -14,6 +14,7 @@ Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.
   and IQ1_BN from ik_llama.cpp's; --embed-same converts token_embd and output to each file's type
   too (files of their own); a --ptq1 file without PTQ1_0 tensors is refused;
 * bytes per token count ours' PTQ1_0 matrices as held (34/28 of the file's bytes), the others' as filed;
+* --n-for runs one configuration with other generated tokens and tables them in the -n rows, saying so;
 * a configuration that fails to convert or to run stops the tool, or with --keep-going is named with
   the engine's own error line and left out while the others' table is printed (status 1 either way):
   driven by stand-in llama-bench / llama-quantize scripts that fail where told.
@@ -195,7 +196,8 @@ class Peers(unittest.TestCase):
             with open(os.path.join(fork, "build-t2p", "bin", n), "w") as f:
                 f.write(f"#!{sys.executable}\n{body}")
         base = ["--llama", fork, "-m", self.untied, "--work", os.path.join(d, "kw"), "--configs",
-                "ours,stock-pq2_0,stock-tq1_0", "-p", "8", "-n", "4", "-t", "1", "--rounds", "2"]
+                "ours,stock-pq2_0,stock-tq1_0", "-p", "8", "-n", "4", "-t", "1", "--rounds", "2",
+                "--n-for", "ours=2"]
         env = dict(os.environ, T2P_FAKE_QUANT_FAIL="TQ1_0")
         p = subprocess.run([sys.executable, TOOL] + base + ["--out", os.path.join(d, "k1")], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -210,7 +212,10 @@ class Peers(unittest.TestCase):
                                    r"model: unknown model architecture: 'qwen35'")
         self.assertRegex(p.stdout, r"FAILED stock-tq1_0: conversion to TQ1_0 failed")
         self.assertRegex(p.stdout, r"\npp8 +1 +108\.00 \(  0%\)")     # ours' two rounds tabled
-        self.assertRegex(p.stdout, r"\ntg4 +1 +10\.00 ")
+        self.assertRegex(p.stdout, r"\ntg4 +1 +10\.00 ")           # ours' tg2 (--n-for), in the tg4 row
+        self.assertIn("ours decoded 2 tokens per run (--n-for), tabled in the tg4 rows", p.stdout)
+        with open(os.path.join(d, "k2", "ours-1.json")) as f:         # what llama-bench was asked for
+            self.assertEqual({t["n_gen"] for t in json.load(f)}, {0, 2})
         with open(os.path.join(d, "k2.json")) as f:
             got = json.load(f)
         self.assertEqual(got["configs"], ["ours", "stock-pq2_0"])
@@ -229,7 +234,9 @@ class Peers(unittest.TestCase):
                             (["--configs", "ours", "--p-for", "ours=x"], "is not CONFIG=N"),
                             (["--configs", "ours", "--read-bw", "1=fast"], "is not THREADS=GB/s"),
                             (["--configs", "ours", "-t", "0"], "not a thread count"),
-                            (["--configs", "ours", "--rounds", "0"], "at least 1")):
+                            (["--configs", "ours", "--rounds", "0"], "at least 1"),
+                            (["--configs", "ours", "--n-for", "ours=0"], "is not CONFIG=N"),
+                            (["--configs", "ours", "--n-for", "stock-q4_0=8"], "not among the configurations")):
             p = self.run_tool(*(base + extra))
             self.assertEqual(p.returncode, 2, (extra, p.stdout))
             self.assertIn(want, p.stdout, extra)
