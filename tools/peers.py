@@ -283,10 +283,10 @@ def config_format(c):
 
 def last_error(log_path):
     """The last line of a failed run's log that reads like an error (the engine's own message), or
-    its last non-empty line."""
+    its last non-empty line. (A run killed by a signal is named by t2p_common.diagnose instead.)"""
     lines = [x.strip() for x in tc.read_text(log_path).splitlines() if x.strip()]
     for x in reversed(lines):
-        if re.search(r"error|failed|unknown|not supported|unsupported", x, re.I):
+        if re.search(r"error|failed|not supported|unsupported|invalid|unknown (model|type|tensor|arch)", x, re.I):
             return x
     return lines[-1] if lines else "(empty log)"
 
@@ -610,10 +610,12 @@ def run(argv):
             cmd = [binary, "-m", m] + extra
             tc.say(TOOL, f"round {r}/{args.rounds} {label} (load {load:.2f}): {tc.show_env(env)} "
                          f"{os.path.basename(binary)} -m {os.path.basename(m)} ...")
-            secs = tc.run_checked(TOOL, f"run {label}", cmd, env, json_path, log_path)
+            info = {}
+            secs = tc.run_checked(TOOL, f"run {label}", cmd, env, json_path, log_path, info=info)
             why = None
             if secs is None:
-                why = f"llama-bench failed: {last_error(log_path)} (log: {log_path})"
+                what = info["crash"]["text"] if info.get("crash") else last_error(log_path)
+                why = f"llama-bench failed: {what} (log: {log_path})"
             else:
                 try:
                     got = load_bench_json(json_path)
