@@ -475,7 +475,7 @@ def run(argv):
             ap.error(f"--configs: unknown configuration '{c}' (known: {', '.join(ALL_CONFIGS)}, ours-<level>)")
     if args.isa:
         other = [c for c in configs if c.startswith("ours-") and c not in (f"ours-{ISA_LEVEL[args.isa]}",
-                                                                          "ours-nohybrid")]
+                                                                          "ours-nohybrid", "ours-ptq1_0")]
         if other:
             ap.error(f"--configs: with --isa {args.isa} ours runs {ISA_LEVEL[args.isa]} only, not "
                      f"{', '.join(other)}")
@@ -525,6 +525,9 @@ def run(argv):
     if args.ptq1 and "ptq1_0" in need:
         files["ptq1_0"] = os.path.abspath(args.ptq1)
         tc.say(TOOL, f"--ptq1: {args.ptq1} used as is for the PTQ1_0 configurations")
+    if args.embed_same and files:
+        tc.say(TOOL, "--embed-same applies to the conversions only: " + ", ".join(sorted(files)) +
+               " run as given, with the token_embd/output types those files have")
     if need - set(files):
         if ftype not in FTYPE_FLOAT:
             f16 = os.path.join(work, f"{stem}-f16.gguf")
@@ -649,7 +652,9 @@ def run(argv):
         print(line)
     if args.json:
         with tc.AtomicOut(args.json) as out:
-            out.write(json.dumps({"model": model, "files": files, "configs": [p[0] for p in plan],
+            # configs: those tabled; failed: the rest, with why (runs keeps every run that worked)
+            out.write(json.dumps({"model": model, "files": files,
+                                  "configs": [p[0] for p in plan if p[0] not in failed],
                                   "bytes_per_token": bpt, "read_bw": read_bw, "loads": loads,
                                   "table": table, "runs": runs, "machine_before": load_line,
                                   "machine_after": end_line,

@@ -95,8 +95,8 @@ impl BlockT2p {
     /// [`BlockT2p::from_ptq1_0_rows`] written into `self` (every byte overwritten; no 136-byte
     /// temporary). A row pair's word `w` is one 16-byte vector `[row 2p | row 2p + 1]`: on x86-64
     /// (SSE2) and aarch64 (NEON), both baseline there, the digits are taken 16 at a time
-    /// ([`pair_words_sse2`] / [`pair_words_neon`]); elsewhere row by row through
-    /// [`BlockPtq1_0::t2p_words`]. All give the same bytes (tests/rust/props.rs checks every
+    /// (`pair_words_sse2` / `pair_words_neon`, each compiled for its own target only); elsewhere
+    /// row by row through [`BlockPtq1_0::t2p_words`] ([`pair_words_scalar`]). All give the same bytes (tests/rust/props.rs checks every
     /// byte value at every position, and random rows against the PQ2_0 route).
     #[inline]
     pub fn set_ptq1_0_rows(&mut self, rows: [&BlockPtq1_0; 4]) {

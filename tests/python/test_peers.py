@@ -72,7 +72,13 @@ shutil.copyfile(src, dst)
 """
 FAKE_BENCH = """import json, sys, os
 a = sys.argv
-if os.environ.get("GGML_T2P") == "0":
+m = a[a.index("-m") + 1]
+if "tq2_0" in m:                  # works once, then fails (a failure after samples were taken)
+    if os.path.exists(m + ".ran"):
+        print("error: second run refused", file=sys.stderr)
+        sys.exit(1)
+    open(m + ".ran", "w").close()
+elif os.environ.get("GGML_T2P") == "0" and "q4_0" not in m:
     print("llama_model_load: error loading model: unknown model architecture: 'qwen35'", file=sys.stderr)
     sys.exit(1)
 ps = [int(x) for x in a[a.index("-p") + 1].split(",")]
@@ -196,7 +202,7 @@ class Peers(unittest.TestCase):
             with open(os.path.join(fork, "build-t2p", "bin", n), "w") as f:
                 f.write(f"#!{sys.executable}\n{body}")
         base = ["--llama", fork, "-m", self.untied, "--work", os.path.join(d, "kw"), "--configs",
-                "ours,stock-pq2_0,stock-tq1_0", "-p", "8", "-n", "4", "-t", "1", "--rounds", "2",
+                "ours,stock-pq2_0,stock-tq1_0,stock-tq2_0,stock-q4_0", "-p", "8", "-n", "4", "-t", "1", "--rounds", "2",
                 "--n-for", "ours=2"]
         env = dict(os.environ, T2P_FAKE_QUANT_FAIL="TQ1_0")
         p = subprocess.run([sys.executable, TOOL] + base + ["--out", os.path.join(d, "k1")], env=env,
@@ -218,8 +224,12 @@ class Peers(unittest.TestCase):
             self.assertEqual({t["n_gen"] for t in json.load(f)}, {0, 2})
         with open(os.path.join(d, "k2.json")) as f:
             got = json.load(f)
-        self.assertEqual(got["configs"], ["ours", "stock-pq2_0"])
-        self.assertEqual(sorted(got["failed"]), ["stock-pq2_0", "stock-tq1_0"])
+        self.assertEqual(got["configs"], ["ours", "stock-q4_0"])
+        self.assertEqual(sorted(got["failed"]), ["stock-pq2_0", "stock-tq1_0", "stock-tq2_0"])
+        # stock-tq2_0 worked in round 1 and failed in round 2: named, and left out of the table
+        self.assertRegex(p.stdout, r"FAILED stock-tq2_0: llama-bench failed: .*error: second run refused")
+        self.assertNotRegex(p.stdout, r"\ntest .*stock-tq2_0")
+        self.assertRegex(p.stdout, r"\ntest .*ours .*stock-q4_0")
 
     def run_tool(self, *argv):
         return subprocess.run([sys.executable, TOOL] + list(argv), stdout=subprocess.PIPE,
@@ -349,6 +359,12 @@ class Peers(unittest.TestCase):
         self.assertNotIn("avx512vnni", p.stdout)
         self.assertIn(os.path.join(fork, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
         self.assertIn(os.path.join(ik, "build-peers-avx2", "bin", "llama-bench"), p.stdout)
+        # ours on the PTQ1_0 file is ours too: forced to the class's level
+        pt = os.path.join(d, "isa-p1.gguf")
+        write_ptq1_0_gguf(pt)
+        p = self.run_tool(*(base[:-3] + ["--configs", "ours,ours-ptq1_0", "--ptq1", pt, "--dry-run"]))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertRegex(p.stdout, r"\(ours-ptq1_0\): GGML_T2P_KERNEL=avx2 \S*build-peers-avx2/bin/llama-bench -m " + pt)
         # refused: a native ik build; a fork build without the plugin; binaries with no CMakeCache
         self.fake_build(os.path.join(ik, "build-peers"), "GGML_NATIVE:BOOL=ON\n")
         p = self.run_tool(*(base + ["--ik-build", os.path.join(ik, "build-peers")]))
