@@ -483,7 +483,6 @@ def run(argv):
         for c in given:
             if c not in configs:
                 ap.error(f"{opt}: '{c}' is not among the configurations run ({', '.join(configs)})")
-    args.n_for_map = n_for
     if any(c.startswith("ik-") for c in configs) and not args.ik:
         ap.error("the ik-* configurations need --ik DIR (or leave them out of --configs)")
     if args.json:
@@ -536,13 +535,14 @@ def run(argv):
                       f"would run: {fork['llama-quantize']} --allow-requantize {model} {f16} F16")
             elif not quantize(fork["llama-quantize"], model, f16, "F16", True, args.out_dir, "f16"):
                 return 1, None
+        suffix = "-emb" if args.embed_same else ""
         for fmt in sorted(need - set(files)):
             if fmt in IK_FORMATS:                  # ik-iq2_bn and ik-iq2_bn-rtr share the IQ2_BN file
                 qbin, qtype = ik["llama-quantize"], IK_FORMATS[fmt]
-                dst = os.path.join(work, f"{stem}-ik-{fmt}{'-emb' if args.embed_same else ''}.gguf")
+                dst = os.path.join(work, f"{stem}-ik-{fmt}{suffix}.gguf")
             else:
                 qbin, qtype = fork["llama-quantize"], fmt.upper()
-                dst = os.path.join(work, f"{stem}-{fmt}{'-emb' if args.embed_same else ''}.gguf")
+                dst = os.path.join(work, f"{stem}-{fmt}{suffix}.gguf")
             extra = ["--token-embedding-type", qtype.lower(), "--output-tensor-type", qtype.lower()] \
                 if args.embed_same else []
             if args.dry_run:
@@ -562,17 +562,14 @@ def run(argv):
     for c in configs:
         if c in failed:
             continue
-        if c == "ours":
-            plan.append((c, fork["llama-bench"], files["pq2_0"],
+        if c in ("ours", "ours-ptq1_0"):
+            plan.append((c, fork["llama-bench"], files[config_format(c)],
                          {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
         elif c == "ours-nohybrid":
             env = {"GGML_T2P_HYBRID": "0"}
             if args.isa:
                 env["GGML_T2P_KERNEL"] = ISA_LEVEL[args.isa]
             plan.append((c, fork["llama-bench"], files["pq2_0"], env, []))
-        elif c == "ours-ptq1_0":
-            plan.append((c, fork["llama-bench"], files["ptq1_0"],
-                         {"GGML_T2P_KERNEL": ISA_LEVEL[args.isa]} if args.isa else {}, []))
         elif c.startswith("ours-"):
             plan.append((c, fork["llama-bench"], files["pq2_0"], {"GGML_T2P_KERNEL": c[5:]}, []))
         elif c.startswith("stock-"):
@@ -645,7 +642,7 @@ def run(argv):
     secs = time.time() - t_start
     end_line, _ = tc.machine_load(max(threads))
     lines, table = report(args, [p for p in plan if p[0] not in failed], samples, states, bpt, read_bw, loads,
-                          secs)
+                          secs, n_for)
     lines += [f"FAILED {c}: {why}" for c, why in failed.items()]
     lines[1:1] = ["before: " + load_line] + ([load_warn] if load_warn else []) + ["after:  " + end_line]
     for line in lines:
@@ -665,7 +662,7 @@ def run(argv):
     return (1 if failed else 0), table
 
 
-def report(args, plan, samples, states, bpt, read_bw, loads, secs):
+def report(args, plan, samples, states, bpt, read_bw, loads, secs, n_for):
     labels = [p[0] for p in plan]
     ours = [x for x in labels if x == "ours" or x.startswith("ours-")]
     peers = [x for x in labels if x not in ours]
@@ -722,9 +719,8 @@ def report(args, plan, samples, states, bpt, read_bw, loads, secs):
         lines.append(f"  {row['test']} t{row['threads']}{bw}: " + ", ".join(parts))
     lines.append("  bytes per token: " + ", ".join(f"{x} {bpt[x] / 1e6:.1f} MB" for x in labels))
     for label in labels:
-        if label in getattr(args, "n_for_map", {}):
-            lines.append(f"  {label} decoded {args.n_for_map[label]} tokens per run (--n-for), tabled in the "
-                         f"tg{args.n} rows")
+        if label in n_for:
+            lines.append(f"  {label} decoded {n_for[label]} tokens per run (--n-for), tabled in the tg{args.n} rows")
     lines.append("plugin state (from each run's log):")
     for label in labels:
         seen = []

@@ -205,13 +205,7 @@ impl BlockPtq1_0 {
     pub fn t2p_words(&self) -> [u64; 4] {
         let ld = |i: usize| u64::from_le_bytes(self.qs[i..i + 8].try_into().expect("8 bytes"));
         let (a, b, c) = (digits_swar(ld(0)), digits_swar(ld(8)), digits_swar(ld(16)));
-        // byte n of TRIT_BYTES[q] (n < 4) to byte 2n
-        let spread = |q: u8| {
-            let x = TRIT_BYTES[usize::from(q)] & 0xFFFF_FFFF;
-            let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
-            (x | x << 8) & 0x00FF_00FF_00FF_00FF
-        };
-        let q15 = spread(self.qh[0]) | spread(self.qh[1]) << 8;
+        let q15 = self.t2p_chunk15();
         let word = |s0: u64, s1: u64, s2: u64, s3: u64| s0 | s1 << 2 | s2 << 4 | s3 << 6;
         [
             word(a[0], b[0], a[1], b[1]),
@@ -219,6 +213,19 @@ impl BlockPtq1_0 {
             word(a[4], b[4], c[0], c[1]),
             word(c[2], c[3], c[4], q15),
         ]
+    }
+
+    /// T2P chunk 15 of this row (weights 120..128): byte `e` is digit `e / 2` of `qh[e % 2]`
+    /// (0..=2), as a little-endian `u64`. Every T2P route takes the `qh` digits this way.
+    #[inline]
+    pub fn t2p_chunk15(&self) -> u64 {
+        // byte n of TRIT_BYTES[q] (n < 4) to byte 2n
+        let spread = |q: u8| {
+            let x = TRIT_BYTES[usize::from(q)] & 0xFFFF_FFFF;
+            let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
+            (x | x << 8) & 0x00FF_00FF_00FF_00FF
+        };
+        spread(self.qh[0]) | spread(self.qh[1]) << 8
     }
 
     /// All 128 digits in element order (through [`TRITS`]; the same as [`BlockPtq1_0::digit`]

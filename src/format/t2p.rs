@@ -1,7 +1,7 @@
 //! T2P: four PQ2_0 rows of one 128-column block in 136 bytes, reordered so a slot of a 16-byte
 //! word is a `sdot`/`smmla` operand after one `and` (docs/formats.md §5).
 
-use super::{BlockPq2_0, BlockPtq1_0, TRIT_BYTES};
+use super::{BlockPq2_0, BlockPtq1_0};
 use core::mem::{offset_of, size_of};
 use half::f16;
 
@@ -96,8 +96,9 @@ impl BlockT2p {
     /// temporary). A row pair's word `w` is one 16-byte vector `[row 2p | row 2p + 1]`: on x86-64
     /// (SSE2) and aarch64 (NEON), both baseline there, the digits are taken 16 at a time
     /// (`pair_words_sse2` / `pair_words_neon`, each compiled for its own target only); elsewhere
-    /// row by row through [`BlockPtq1_0::t2p_words`] ([`pair_words_scalar`]). All give the same bytes (tests/rust/props.rs checks every
-    /// byte value at every position, and random rows against the PQ2_0 route).
+    /// row by row through [`BlockPtq1_0::t2p_words`] ([`pair_words_scalar`]). All give the same
+    /// bytes (tests/rust/props.rs checks every byte value at every position, random rows against
+    /// the PQ2_0 route, and the portable route against this target's).
     #[inline]
     pub fn set_ptq1_0_rows(&mut self, rows: [&BlockPtq1_0; 4]) {
         for (r, src) in rows.iter().enumerate() {
@@ -139,19 +140,6 @@ impl BlockT2p {
     }
 }
 
-/// Row `a`'s byte `e` of chunk 15 (weights 120..128): digit `e / 2` of `qh[e % 2]`, one per byte
-/// (bits 0..2), as a little-endian `u64`.
-#[inline]
-fn chunk15(b: &BlockPtq1_0) -> u64 {
-    // byte n of TRIT_BYTES[q] (n < 4) to byte 2n
-    let spread = |q: u8| {
-        let x = TRIT_BYTES[usize::from(q)] & 0xFFFF_FFFF;
-        let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
-        (x | x << 8) & 0x00FF_00FF_00FF_00FF
-    };
-    spread(b.qh[0]) | spread(b.qh[1]) << 8
-}
-
 /// The T2P words of a row pair from [`BlockPtq1_0::t2p_words`], row by row (the portable route).
 #[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
 pub fn pair_words_scalar(a: &BlockPtq1_0, b: &BlockPtq1_0) -> [[u8; 16]; 4] {
@@ -165,20 +153,21 @@ pub fn pair_words_scalar(a: &BlockPtq1_0, b: &BlockPtq1_0) -> [[u8; 16]; 4] {
 }
 
 /// [`pair_words_scalar`] with SSE2: each source byte in a 16-bit lane, `w = v + 2v` gives the
-/// digit in the high byte and the next `v` in the low byte (as [`super::digits_swar`]); a word is four
-/// digits shifted into place, and `packus` puts the two rows' words side by side.
+/// digit in the high byte and the next `v` in the low byte (as [`super::digits_swar`]); a word is
+/// four digits shifted into place, and `packus` puts the two rows' words side by side.
 #[cfg(target_arch = "x86_64")]
 pub fn pair_words_sse2(a: &BlockPtq1_0, b: &BlockPtq1_0) -> [[u8; 16]; 4] {
     use core::arch::x86_64::*;
     // SAFETY: SSE2 is part of the x86-64 baseline; every load reads 8 bytes inside a block's
-    // 24-byte `qs`, every store writes 16 bytes of `out`.
+    // 24-byte `qs` (or of a local `u64`), every store writes 16 bytes of `out`.
     unsafe {
         let low = _mm_set1_epi16(0xFF);
+        // eight bytes from P, one per 16-bit lane
+        let widen = |p: *const u8| _mm_unpacklo_epi8(_mm_loadl_epi64(p.cast()), _mm_setzero_si128());
         // the digits of one row: d[n][g], lanes e = 0..8 of bytes 8g + e
         let row = |blk: &BlockPtq1_0| {
             let q = blk.qs.as_ptr();
-            let mut v: [__m128i; 3] =
-                core::array::from_fn(|g| _mm_unpacklo_epi8(_mm_loadl_epi64(q.add(8 * g).cast()), _mm_setzero_si128()));
+            let mut v: [__m128i; 3] = core::array::from_fn(|g| widen(q.add(8 * g)));
             let mut d = [[_mm_setzero_si128(); 3]; 5];
             for dn in &mut d {
                 for (g, x) in v.iter_mut().enumerate() {
@@ -193,23 +182,18 @@ pub fn pair_words_sse2(a: &BlockPtq1_0, b: &BlockPtq1_0) -> [[u8; 16]; 4] {
                     _mm_or_si128(_mm_slli_epi16::<4>(s2), _mm_slli_epi16::<6>(s3)),
                 )
             };
-            let z = _mm_setzero_si128();
+            let q15 = blk.t2p_chunk15().to_le_bytes();
             [
                 word(d[0][0], d[0][1], d[1][0], d[1][1]),
                 word(d[2][0], d[2][1], d[3][0], d[3][1]),
                 word(d[4][0], d[4][1], d[0][2], d[1][2]),
-                word(d[2][2], d[3][2], d[4][2], z),
+                word(d[2][2], d[3][2], d[4][2], widen(q15.as_ptr())),
             ]
         };
         let (wa, wb) = (row(a), row(b));
         let mut out = [[0u8; 16]; 4];
         for (w, o) in out.iter_mut().enumerate() {
             _mm_storeu_si128(o.as_mut_ptr().cast(), _mm_packus_epi16(wa[w], wb[w]));
-        }
-        let q15 = [chunk15(a) << 6, chunk15(b) << 6];
-        for (h, q) in q15.iter().enumerate() {
-            let lane = u64::from_le_bytes(out[3][8 * h..8 * h + 8].try_into().expect("8 bytes")) | q;
-            out[3][8 * h..8 * h + 8].copy_from_slice(&lane.to_le_bytes());
         }
         out
     }
@@ -240,7 +224,7 @@ pub fn pair_words_neon(a: &BlockPtq1_0, b: &BlockPtq1_0) -> [[u8; 16]; 4] {
         let word = |s0: uint8x16_t, s1: uint8x16_t, s2: uint8x16_t, s3: uint8x16_t| {
             vorrq_u8(vorrq_u8(s0, vshlq_n_u8::<2>(s1)), vorrq_u8(vshlq_n_u8::<4>(s2), vshlq_n_u8::<6>(s3)))
         };
-        let q15 = vcombine_u8(vcreate_u8(chunk15(a)), vcreate_u8(chunk15(b)));
+        let q15 = vcombine_u8(vcreate_u8(a.t2p_chunk15()), vcreate_u8(b.t2p_chunk15()));
         let words = [
             word(d[0][0], d[0][1], d[1][0], d[1][1]),
             word(d[2][0], d[2][1], d[3][0], d[3][1]),
