@@ -3,7 +3,7 @@
 //! file's 1.75 bits per weight instead of X16's 2.125 (issue 16 item 4; issue 18 item 3).
 //!
 //! Usage: `cargo run --release --example dram -- [--rows N] [--k K] [--threads 1,2] [--reps N]
-//! [--no-thp]`
+//! [--no-thp] [--cols 2,3,4]`
 //!
 //! - One PTQ1_0 matrix (random ternary digits, `rows x k`, default 131072 x 32768: 0.94 GB as
 //!   PTQ1_0, 1.14 GB as X16, well beyond any last-level cache) is repacked by the library to X16
@@ -24,6 +24,10 @@
 //!   4-stream order read 14.7 GB/s where one stream read 10.9, so one stream alone is no
 //!   ceiling there).
 //!
+//! - `--cols L`: also each level's X16 gemm of `n` columns (small batches: parallel sequences,
+//!   drafted tokens) from the same matrix, each column with its own activations, checked column by
+//!   column against the level's gemv of that column (itself checked against the reference), and
+//!   timed as the gemv is; `x gemv` is its time over the same level's one-column time in the run.
 //! - `X16 proto S str` rows (AVX-512 VNNI): a stand-alone copy of the avx512vnni gemv that walks
 //!   `S` = 1, 2, 4, 8 row tiles side by side; how the library's `GEMV_STREAMS` was chosen.
 //!
@@ -366,15 +370,17 @@ fn timed_split(threads: usize, n: usize, align: usize, f: &(dyn Fn(std::ops::Ran
 
 fn main() {
     const USAGE: &str =
-        "usage: cargo run --release --example dram -- [--rows N] [--k K] [--threads 1,2] [--reps N] [--no-thp]\n  \
+        "usage: cargo run --release --example dram -- [--rows N] [--k K] [--threads 1,2] [--reps N] [--no-thp] [--cols 2,3,4]\n  \
          --rows N      weight rows (a multiple of 128; default 131072)\n  \
          --k K         weights per row (a multiple of 256; default 32768)\n  \
          --threads L   comma-separated thread counts (default 1 and all cores)\n  \
          --reps N      repetitions, each timing every case once in turn (default 7)\n  \
-         --no-thp      do not advise transparent huge pages";
+         --no-thp      do not advise transparent huge pages\n  \
+         --cols L      also time each level's X16 gemm of these column counts (2 or more)";
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (mut rows, mut k, mut reps, mut thp) = (131072usize, 32768usize, 7usize, true);
     let mut threads: Vec<usize> = if cores > 1 { vec![1, cores] } else { vec![1] };
+    let mut cols: Vec<usize> = Vec::new();
     let mut args = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> usize {
         v.and_then(|v| v.parse::<usize>().ok())
@@ -394,6 +400,13 @@ fn main() {
             "--threads" => {
                 let v = args.next().unwrap_or_default();
                 threads = v.split(',').map(|s| num(Some(s.to_string()), "--threads")).collect();
+            }
+            "--cols" => {
+                let v = args.next().unwrap_or_default();
+                cols = v.split(',').map(|s| num(Some(s.to_string()), "--cols")).collect();
+                if cols.iter().any(|&n| n < 2) {
+                    usage_error(USAGE, "--cols takes column counts of 2 or more (the gemv always runs)");
+                }
             }
             other => usage_error(USAGE, &format!("unknown argument {other}")),
         }
@@ -431,6 +444,22 @@ fn main() {
     quantize_row_q8_k_padded(&xq, &mut act, Contract::Fused).unwrap();
     let a = Activations::new(&act, 1, k).unwrap();
     let packs: Vec<_> = levels.iter().map(|&l| a.pack(Layout::X16, l).unwrap()).collect();
+    // --cols: n columns of their own activations per count, and their packs per level
+    let kb = k / 256;
+    let mut multi_acts: Vec<Vec<BlockQ8K>> = Vec::new();
+    for &n in &cols {
+        let mut acts = vec![BlockQ8K::default(); n * kb];
+        for col in acts.chunks_exact_mut(kb) {
+            let x: Vec<f32> = (0..k).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            quantize_row_q8_k_padded(&x, col, Contract::Fused).unwrap();
+        }
+        multi_acts.push(acts);
+    }
+    let multi: Vec<Activations<'_>> =
+        cols.iter().zip(&multi_acts).map(|(&n, acts)| Activations::new(acts, n, k).unwrap()).collect();
+    // multi_packs[c][i]: column count cols[c] at levels[i]
+    let multi_packs: Vec<Vec<_>> =
+        multi.iter().map(|a| levels.iter().map(|&l| a.pack(Layout::X16, l).unwrap()).collect()).collect();
     let ap16 = pack_p16(&act, nb);
     let ax16 = pack_x16(&act, nb);
     let w = PackedWeights::x16(&x16, rows, k).unwrap();
@@ -481,6 +510,27 @@ fn main() {
             assert!(same(&dst), "X16 prototype with {streams} streams differs from the reference");
         }
     }
+    // --cols: every column of each gemm against the same level's gemv of that column alone
+    let max_cols = cols.iter().copied().max().unwrap_or(1);
+    let mut dst_n = vec![0.0f32; rows * max_cols];
+    for (c, &n) in cols.iter().enumerate() {
+        for (i, &l) in levels.iter().enumerate() {
+            kernels::gemm_packed(l, &w, &multi_packs[c][i].view(), &mut dst_n[..rows * n], rows, 0..rows).unwrap();
+            for (j, col) in multi_acts[c].chunks_exact(kb).enumerate() {
+                let one = Activations::new(col, 1, k).unwrap().pack(Layout::X16, l).unwrap();
+                kernels::gemm_packed(l, &w, &one.view(), &mut dst, rows, 0..rows).unwrap();
+                let got = &dst_n[j * rows..(j + 1) * rows];
+                assert!(
+                    got.iter().zip(&dst).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "X16 {} with {n} columns: column {j} differs from its gemv",
+                    l.name()
+                );
+            }
+        }
+    }
+    if !cols.is_empty() {
+        println!("dram: every column of the {cols:?}-column gemms bit-identical to its gemv (X16 every level)");
+    }
     println!(
         "dram: outputs bit-identical to the reference on all {rows} rows (X16 every level{})",
         if p16_runs { ", P16" } else { "" }
@@ -495,6 +545,10 @@ fn main() {
         let mut names: Vec<String> =
             vec!["read X16 bytes".into(), "read P16 bytes".into(), format!("read X16 {GEMV_STREAMS} str")];
         names.extend(levels.iter().map(|l| format!("X16 {}", l.name())));
+        // the --cols gemms follow the levels' gemvs: name `X16 LEVEL Nc`
+        for &n in &cols {
+            names.extend(levels.iter().map(|l| format!("X16 {} {n}c", l.name())));
+        }
         if p16_runs {
             names.push("P16 avx512vnni".into());
             names.extend([
@@ -529,6 +583,19 @@ fn main() {
                     unsafe { kernels::dispatch::gemm_raw(l, &w, &p, o.0, rows, rows, r).unwrap() };
                 }));
                 c += 1;
+            }
+            for (cc, &n) in cols.iter().enumerate() {
+                for (i, &l) in levels.iter().enumerate() {
+                    let p = multi_packs[cc][i].view();
+                    let out_n = Out(dst_n.as_mut_ptr());
+                    times[c].push(timed_split(nt, rows, 16, &|r| {
+                        let o = out_n;
+                        // SAFETY: each thread writes its own rows of each of the n columns of
+                        // dst_n (disjoint tile shares; column stride `rows`).
+                        unsafe { kernels::dispatch::gemm_raw(l, &w, &p, o.0, rows * n, rows, r).unwrap() };
+                    }));
+                    c += 1;
+                }
             }
             #[cfg(target_arch = "x86_64")]
             if p16_runs {
@@ -581,6 +648,26 @@ fn main() {
                 (rows * k) as f64 / best[c],
                 share
             );
+        }
+        if !cols.is_empty() {
+            // time of n columns over the same level's gemv, best and median against best and median
+            println!("\nthreads {nt}: n columns against one (x gemv: best / median)");
+            let median = |c: usize| {
+                let mut v = times[c].clone();
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[v.len() / 2]
+            };
+            for l in &levels {
+                let gemv = names.iter().position(|x| *x == format!("X16 {}", l.name())).unwrap();
+                let cells: Vec<String> = cols
+                    .iter()
+                    .map(|&n| {
+                        let c = names.iter().position(|x| *x == format!("X16 {} {n}c", l.name())).unwrap();
+                        format!("{n}c {:.2}x / {:.2}x", best[c] / best[gemv], median(c) / median(gemv))
+                    })
+                    .collect();
+                println!("{:<12} {}", l.name(), cells.join("   "));
+            }
         }
     }
     std::hint::black_box(&dst);

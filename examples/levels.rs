@@ -16,11 +16,15 @@
 //!   mismatch stops the run (the table is only worth something if the kernels agree).
 //! - Where the `amx` level runs, batches that reach its tiles are also timed with the other
 //!   arrangement of its tile chains (`amx 1x1`, [`kernels::amx::Blocking::OneByOne`], through
-//!   `kernels::amx_model::gemm_native`; the level itself runs `kernels::amx::BLOCKING`), and `--cols`
-//!   lists the batch widths to time, e.g. `--cols 4,8,12,16,24,32,48,64` for the width from
-//!   which `amx` is faster than `avx512vnni` (`kernels::table::AMX_MIN_COLS`).
+//!   `kernels::amx_model::gemm_native`; the level itself runs `kernels::amx::BLOCKING`), and
+//!   batches of 2 or more columns with the narrow tiles (`amx narrow`, `Blocking::Narrow`, which
+//!   the level runs from `AMX_MIN_COLS` to `AMX_WIDE_COLS` - 1 columns) and with their tile
+//!   instructions left out (`narrow -tiles`, as `amx -tiles` for the 2x2 tiles: a timing floor,
+//!   outputs not compared); `--cols` lists the batch widths to time, e.g. `--cols 4,5,8,12,16,32`
+//!   for the widths from which `amx` tiles beat `avx512vnni` and the 2x2 tiles beat the narrow ones
+//!   (`kernels::table::AMX_MIN_COLS`, `AMX_WIDE_COLS`).
 use ggml_t2p::format::{BlockPq2_0, BlockQ8K, BlockX16, QK};
-use ggml_t2p::kernels::act_pack::PackedActs;
+use ggml_t2p::kernels::act_pack::{ActFormat, ActPack, PackedActs};
 #[path = "../benches/support/peak.rs"]
 mod peak;
 
@@ -165,9 +169,13 @@ fn main() {
     let mut arms: Vec<Arm> = levels.iter().map(|&l| Arm::Level(l)).collect();
     if levels.contains(&KernelLevel::Amx) {
         arms.push(Arm::Amx(other_blocking()));
+        arms.push(Arm::Amx(Blocking::Narrow));
     }
     if levels.contains(&KernelLevel::Avx512Vnni) {
-        arms.push(Arm::NoTiles);
+        arms.push(Arm::NoTiles(kernels::amx::BLOCKING));
+        if levels.contains(&KernelLevel::Amx) {
+            arms.push(Arm::NoTiles(Blocking::Narrow));
+        }
     }
     let f = CpuFeatures::detect();
     println!(
@@ -199,7 +207,7 @@ fn main() {
     }
     // the issue limit an arm's share is of: its level's (none for the kernel without tiles)
     let limit_of = |arm: Arm| match arm {
-        Arm::NoTiles => None,
+        Arm::NoTiles(_) => None,
         _ => levels.iter().position(|&l| l == arm.level()),
     };
     if from_dram && custom.is_none() {
@@ -263,15 +271,28 @@ fn main() {
             }
             let a = Activations::new(&act, n_cols, k).unwrap();
             // the arms of this width (amx's other blocking and the kernel without tiles only where
-            // the batch reaches the tiles)
-            let arms: Vec<Arm> =
-                arms.iter().copied().filter(|a| matches!(a, Arm::Level(_)) || n_cols >= AMX_MIN_COLS).collect();
-            let packs: Vec<_> = arms.iter().map(|arm| a.pack(Layout::X16, arm.level()).unwrap()).collect();
+            // the batch reaches the tiles; the narrow tiles from 2 columns, on a T16 pack)
+            let arms: Vec<Arm> = arms
+                .iter()
+                .copied()
+                .filter(|a| match a {
+                    Arm::Level(_) => true,
+                    Arm::Amx(Blocking::Narrow) | Arm::NoTiles(Blocking::Narrow) => n_cols >= 2,
+                    _ => n_cols >= AMX_MIN_COLS,
+                })
+                .collect();
+            let packs: Vec<_> = arms
+                .iter()
+                .map(|arm| match arm {
+                    Arm::Amx(_) | Arm::NoTiles(_) => ActPack::new(ActFormat::T16, k, n_cols, &act).unwrap(),
+                    _ => a.pack(Layout::X16, arm.level()).unwrap(),
+                })
+                .collect();
             let mut dst: Vec<Vec<f32>> = arms.iter().map(|_| vec![0.0f32; n_rows * n_cols]).collect();
             // outputs first: the same bits at every level, or no table
             for (i, arm) in arms.iter().enumerate() {
                 arm.run(&ws[0], &packs[i].view(), &mut dst[i], n_rows);
-                if *arm == Arm::NoTiles {
+                if matches!(arm, Arm::NoTiles(_)) {
                     continue;
                 }
                 let same = dst[i].iter().zip(&dst[0]).all(|(x, y)| x.to_bits() == y.to_bits());
@@ -325,7 +346,7 @@ fn main() {
             let fastest = best
                 .iter()
                 .zip(&arms)
-                .filter(|(_, a)| **a != Arm::NoTiles)
+                .filter(|(_, a)| !matches!(a, Arm::NoTiles(_)))
                 .map(|(b, _)| *b)
                 .fold(f64::INFINITY, f64::min);
             let read_best = read_ns.iter().copied().fold(f64::INFINITY, f64::min);
@@ -379,13 +400,13 @@ enum Arm {
     Amx(Blocking),
     /// `kernels::amx_model::gemm_without_tiles` with the level's blocking: its outputs are not
     /// products, so they are not compared.
-    NoTiles,
+    NoTiles(Blocking),
 }
 
 /// The `amx` blocking that the level does not run.
 fn other_blocking() -> Blocking {
     match kernels::amx::BLOCKING {
-        Blocking::TwoByTwo => Blocking::OneByOne,
+        Blocking::TwoByTwo | Blocking::Narrow => Blocking::OneByOne,
         Blocking::OneByOne => Blocking::TwoByTwo,
     }
 }
@@ -395,7 +416,7 @@ impl Arm {
     fn level(&self) -> KernelLevel {
         match self {
             Arm::Level(l) => *l,
-            Arm::Amx(_) | Arm::NoTiles => KernelLevel::Amx,
+            Arm::Amx(_) | Arm::NoTiles(_) => KernelLevel::Amx,
         }
     }
 
@@ -404,7 +425,9 @@ impl Arm {
             Arm::Level(l) => l.name().to_string(),
             Arm::Amx(Blocking::OneByOne) => "amx 1x1".into(),
             Arm::Amx(Blocking::TwoByTwo) => "amx 2x2".into(),
-            Arm::NoTiles => "amx -tiles".into(),
+            Arm::Amx(Blocking::Narrow) => "amx narrow".into(),
+            Arm::NoTiles(Blocking::Narrow) => "narrow -tiles".into(),
+            Arm::NoTiles(_) => "amx -tiles".into(),
         }
     }
 
@@ -413,9 +436,7 @@ impl Arm {
         match self {
             Arm::Level(l) => kernels::gemm_packed(*l, w, p, dst, n_rows, 0..n_rows),
             Arm::Amx(b) => kernels::amx_model::gemm_native(w, p, dst, n_rows, 0..n_rows, *b),
-            Arm::NoTiles => {
-                kernels::amx_model::gemm_without_tiles(w, p, dst, n_rows, 0..n_rows, kernels::amx::BLOCKING)
-            }
+            Arm::NoTiles(b) => kernels::amx_model::gemm_without_tiles(w, p, dst, n_rows, 0..n_rows, *b),
         }
         .unwrap()
     }

@@ -131,6 +131,8 @@ pub trait VectorOps {
     /// # Safety
     /// The implementation's instructions are available.
     unsafe fn step(acc: &mut [f32; 16], isum: &[i32; 16], dw: &[f32; 16], dy: f32);
+    /// A hint to bring `blk`'s bytes toward the core (never faults; may do nothing).
+    fn prefetch(blk: &BlockX16);
 }
 
 /// How the kernel arranges its `tdpbssd` chains: the `C` tiles that hold one 128-block's int32
@@ -152,6 +154,48 @@ pub enum Blocking {
     /// can keep the unit busy at most about a third of the time). A leftover row tile or column group runs 2x1,
     /// 1x2 or 1x1, with the tiles that are then free holding the second halves.
     TwoByTwo,
+    /// Narrow batches (a few columns; weights that come from memory and serve few columns each):
+    /// per column group (up to 16 columns, the last maybe fewer), [`NARROW_STREAMS`] row tiles at
+    /// a time as in the 2x1 case above (`C` = `tmm0`, `tmm1`; `A` halves `tmm4`, `tmm5`; `B`
+    /// halves `tmm6`, `tmm7`, `tmm2`, `tmm3`), but with the `A` and `C` tiles configured with as
+    /// many rows as the group has columns ([`NARROW_TILE_CONFIGS`]): `tdpbssd` takes the same 16
+    /// cycles for fewer rows, but no padding column is loaded, stored or stepped. Each block is
+    /// expanded while the previous one's `tdpbssd` run (two sets of expanded tiles), and the
+    /// weights are prefetched [`NARROW_PF_BLOCKS`] blocks ahead. Measured against the
+    /// `avx512vnni` gemm and the 2x2 tiles: see [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS).
+    Narrow,
+}
+
+/// Row tiles [`Blocking::Narrow`] runs at a time (its `C` tiles `tmm0`, `tmm1`). Measured with
+/// four (`tmm0..tmm3`, each row tile's `B` halves loaded in turn into `tmm6`/`tmm7`) from DRAM:
+/// the same times within 2% at 2 to 16 columns.
+pub const NARROW_STREAMS: usize = 2;
+
+/// Blocks ahead of the current one whose weights [`Blocking::Narrow`] prefetches in each row
+/// tile (the VNNI kernels' distance, `x86::PF_BLOCKS`).
+pub const NARROW_PF_BLOCKS: usize = 8;
+
+/// The tile configurations of [`Blocking::Narrow`], entry `m - 1` for a column group of `m`
+/// columns: the `C` tiles `tmm0`, `tmm1` and the `A` tiles `tmm4`, `tmm5` of `m` rows x 64 bytes,
+/// the `B` tiles `tmm2`, `tmm3`, `tmm6`, `tmm7` of 16 rows x 64 bytes. Statics, as
+/// [`X16_TILE_CONFIG`].
+pub static NARROW_TILE_CONFIGS: [TileConfig; 16] = narrow_configs();
+
+/// [`NARROW_TILE_CONFIGS`]' entries.
+const fn narrow_configs() -> [TileConfig; 16] {
+    // the tiles with one row per column: C0, C1 and the A halves
+    const PER_COLUMN: [usize; 4] = [0, 1, 4, 5];
+    let mut out = [TileConfig::full_tiles(8); 16];
+    let mut m = 1;
+    while m <= 16 {
+        let mut j = 0;
+        while j < PER_COLUMN.len() {
+            out[m - 1].rows[PER_COLUMN[j]] = m as u8;
+            j += 1;
+        }
+        m += 1;
+    }
+    out
 }
 
 /// The blocking of the `amx` level. Measured (`examples/levels`, one thread, an AMX Xeon under
@@ -319,11 +363,17 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
 ) {
     // The configuration is loaded per pass (below), not here: see there.
     let s = Session(tiles);
+    if blocking == Blocking::Narrow {
+        // SAFETY: forwarded.
+        unsafe { narrow::<T, S>(s.0, job) };
+        return;
+    }
     let nb = job.nb;
     let groups = job.n_cols.div_ceil(16);
     let (max_r, max_g) = match blocking {
         Blocking::OneByOne => (1, 1),
-        Blocking::TwoByTwo => (2, 2),
+        // (Narrow returned above)
+        Blocking::TwoByTwo | Blocking::Narrow => (2, 2),
     };
     let mut b = Aligned([[[0i8; 64]; 32]; 2]);
     let mut c = Aligned([[[0i32; 16]; 16]; 4]);
@@ -412,6 +462,112 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
         g0 += ng;
     }
     drop(s);
+}
+
+/// Block `i` of row tiles `t .. t + nr` expanded into `b` and its scales into `dw`, the weights
+/// [`NARROW_PF_BLOCKS`] blocks ahead prefetched (from `job_blocks`, the job's own blocks: into the
+/// next tile at a tile's end). A function, not a closure: a closure is not inlined into the
+/// caller's `#[target_feature]` function, and every intrinsic in it would become a call.
+///
+/// # Safety
+/// As [`gemm_x16_tiles`]; the job owns tiles `t .. t + nr`, `i < job.nb`.
+#[inline(always)]
+unsafe fn narrow_expand<S: VectorOps>(
+    job: &Job<'_, BlockX16, ActTile16>,
+    job_blocks: &[BlockX16],
+    b: &mut [BTiles; NARROW_STREAMS],
+    dw: &mut [[f32; 16]; NARROW_STREAMS],
+    t: usize,
+    nr: usize,
+    i: usize,
+) {
+    for (r, (br, dwr)) in b.iter_mut().zip(dw.iter_mut()).enumerate().take(nr) {
+        if let Some(ahead) = job_blocks.get((t + r) * job.nb + i + NARROW_PF_BLOCKS) {
+            S::prefetch(ahead);
+        }
+        let blk = &job.tile(t + r)[i];
+        // SAFETY: S's instructions are available (the caller's target features).
+        unsafe {
+            S::expand(blk, br);
+            *dwr = S::scales(&blk.d);
+        }
+    }
+}
+
+/// [`Blocking::Narrow`]'s kernel (see there): the same `isum` per (column, row, block) and the
+/// same float steps in block order as the other blockings, so the same bits.
+///
+/// # Safety
+/// As [`gemm_x16_tiles`]; called with the session open (the tiles released by the caller).
+#[inline(always)]
+unsafe fn narrow<T: Tiles, S: VectorOps>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
+    let nb = job.nb;
+    // the expanded blocks, two sets: block i's tiles are read from one while block i + 1 is
+    // expanded into the other (so the tile unit multiplies while the vector units expand)
+    let mut b = Aligned([[[[0i8; 64]; 32]; NARROW_STREAMS]; 2]);
+    let mut dw = [[[0.0f32; 16]; NARROW_STREAMS]; 2];
+    let mut c = Aligned([[[0i32; 16]; 16]; 4]);
+    // sumf[r][m]: row tile t + r, column m of the group, its 16 rows
+    let mut sumf = Aligned([[[0.0f32; 16]; 16]; NARROW_STREAMS]);
+    // the job's weight blocks, for the prefetch past the end of a tile (never past the job's own)
+    let job_blocks = &job.w[..job.tiles.end * nb];
+    for g in 0..job.n_cols.div_ceil(16) {
+        let c0 = 16 * g;
+        let m = (job.n_cols - c0).min(16);
+        let mut t = job.tiles.start;
+        while t < job.tiles.end {
+            let nr = NARROW_STREAMS.min(job.tiles.end - t);
+            for acc in sumf.0.iter_mut().take(nr) {
+                for col in acc.iter_mut().take(m) {
+                    *col = [0.0; 16];
+                }
+            }
+            // SAFETY: the job owns tiles t .. t + nr; block 0 exists (nb >= 1, validated).
+            unsafe { narrow_expand::<S>(job, job_blocks, &mut b.0[0], &mut dw[0], t, nr, 0) };
+            // after the zeroing and the first expansion (possible memset/memcpy calls), before the
+            // first tile instruction: see gemm_x16_tiles
+            // SAFETY: the configuration is a static; the caller guarantees the tile unit is usable.
+            unsafe { tiles.config(&NARROW_TILE_CONFIGS[m - 1]) };
+            for i in 0..nb {
+                let a = &job.act[g * nb + i];
+                let cur = &b.0[i % 2];
+                // SAFETY: the configuration is loaded; a's halves are 16 rows of 64 bytes (m read).
+                unsafe {
+                    if nr == 2 {
+                        sums_2x1(tiles, a, cur, &mut c.0);
+                    } else {
+                        tiles.load::<6>(tile_ptr(&cur[0]), 64);
+                        tiles.load::<7>(cur[0][16..].as_ptr().cast(), 64);
+                        sums_1x1(tiles, a, &mut c.0);
+                    }
+                }
+                if i + 1 < nb {
+                    let (lo, hi) = b.0.split_at_mut(1);
+                    let next = if i % 2 == 0 { &mut hi[0] } else { &mut lo[0] };
+                    // SAFETY: as above, i + 1 < nb.
+                    unsafe { narrow_expand::<S>(job, job_blocks, next, &mut dw[(i + 1) % 2], t, nr, i + 1) };
+                }
+                let dwi = &dw[i % 2];
+                for ((acc, cr), dwr) in sumf.0.iter_mut().zip(c.0.iter()).zip(dwi.iter()).take(nr) {
+                    for ((srow, crow), &dy) in acc.iter_mut().zip(cr.iter()).zip(a.d.iter()).take(m) {
+                        // SAFETY: as for S::scales.
+                        unsafe { S::step(srow, crow, dwr, dy) };
+                    }
+                }
+            }
+            for (r, acc) in sumf.0.iter().enumerate().take(nr) {
+                let r0 = X16_ROWS * (t + r);
+                let n_rows = X16_ROWS.min(job.n_rows - r0);
+                for (col, srow) in acc.iter().enumerate().take(m) {
+                    for (n, &v) in srow.iter().enumerate().take(n_rows) {
+                        // SAFETY: the job owns rows r0 .. r0 + n_rows of every column (validated).
+                        unsafe { job.out.write(r0 + n, c0 + col, v) };
+                    }
+                }
+            }
+            t += nr;
+        }
+    }
 }
 
 /// Activation bytes one pass of the tile kernel may hold (its column groups' [`ActTile16`]s for

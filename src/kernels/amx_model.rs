@@ -181,6 +181,8 @@ impl VectorOps for ScalarOps {
             *a = (d * dy).mul_add(i as f32, *a);
         }
     }
+    #[inline(always)]
+    fn prefetch(_: &BlockX16) {}
 }
 
 /// Expands an X16 block into the two `B` tiles: `b[4w + s][j] = ((qs[w][j] >> 2s) & 3) - 1`

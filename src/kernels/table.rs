@@ -48,8 +48,9 @@ pub enum KernelLevel {
     AvxVnni = 5,
     /// x86-64 AVX-512 VNNI: `vpdpbusd` on zmm, X16.
     Avx512Vnni = 6,
-    /// x86-64 AMX-INT8 (Sapphire Rapids and later): `tdpbssd` on 16x16 tiles for gemm of at least
-    /// [`AMX_MIN_COLS`] columns, the AVX-512 VNNI kernels below that (gemv, narrow batches), X16.
+    /// x86-64 AMX-INT8 (Sapphire Rapids and later): `tdpbssd` on tiles for gemm of at least
+    /// [`AMX_MIN_COLS`] columns (one tile row per column up to [`AMX_WIDE_COLS`], 16x16 tiles
+    /// from there), the AVX-512 VNNI kernels below that (gemv, 2-4 columns), X16.
     /// First in [`BEST_ORDER`] where the OS grants the tile state (on Linux, the tile-data
     /// permission, asked when a level is chosen); `GGML_T2P_KERNEL=avx512vnni` opts out.
     Amx = 7,
@@ -57,15 +58,35 @@ pub enum KernelLevel {
 
 /// The narrowest batch the [`KernelLevel::Amx`] level runs on tiles (packed as
 /// [`ActFormat::T16`], padded to whole groups of 16 columns); gemv and narrower batches run its
-/// AVX-512 VNNI kernels (Halves pack). Measured (AMX Xeon VM, one thread, 4096 x 4096, the tile
-/// kernel on a T16 pack of each width against the `avx512vnni` gemm, two runs): 4 columns 0.70x,
-/// 6 columns 1.10-1.14x, 8 1.14x, 10 1.51-1.57x, 12 1.83-1.84x, 14 2.14-2.19x, 16 2.05-2.15x (the
-/// tiles take the same time from 4 to 16 columns; the VNNI gemm's grows with the width). Inside
-/// llama.cpp, where the weights come from memory (the 2B, llama-bench pp N with `amx` tiles from 6
-/// columns against `avx512vnni`, 1 / 2 threads, two rounds): pp8 0.95x / 0.91x, pp9 1.03-1.04x /
-/// 0.94-0.96x, pp10 0.99-1.07x / 1.03-1.06x, pp11 1.07-1.14x / 1.12-1.18x, pp12 1.20-1.24x /
-/// 1.14-1.16x, pp16 1.32-1.36x / 1.28-1.31x: the tiles from 10 columns.
-pub const AMX_MIN_COLS: usize = 10;
+/// AVX-512 VNNI kernels (Halves pack). Up to [`AMX_WIDE_COLS`] the tiles are
+/// [`Blocking::Narrow`](super::amx::Blocking::Narrow)'s, whose `A` and `C` tiles have one row per
+/// column. Measured (AMX Xeon VM, one thread, `examples/levels`, best of 5, us; the Bonsai 2 27B's
+/// matrices, each from DRAM with `--from-dram`, and 4096 x 4096 in cache), `avx512vnni` gemm /
+/// narrow tiles:
+///
+/// | columns | 17408x5120 DRAM | 5120x17408 DRAM | 10240x5120 DRAM | 17408x5120 cache | 4096x4096 cache |
+/// |---|---|---|---|---|---|
+/// | 4 | 2141 / 2389 | 1990 / 2228 | 1294 / 1338 | 1589 / 1665 | 311 / 330 |
+/// | 5 | 2769 / 2383 | 2685 / 2167 | 1642 / 1373 | 2148 / 1654 | 435 / 334 |
+/// | 6 | 3200 / 2380 | 3041 / 2228 | 1857 / 1407 | 2466 / 1718 | 476 / 349 |
+/// | 8 | 3120 / 2450 | 3209 / 2346 | 1889 / 1478 | 2536 / 1968 | 474 / 370 |
+///
+/// (4 columns: the VNNI gemm reads four row tiles side by side in the gemv's order on Intel and
+/// wins by 3-12%; the tiles' two `tdpbssd` per block cost the same 16 cycles each for any number
+/// of rows, so below 5 columns the VNNI multiplies are the cheaper.) Before the narrow tiles, the
+/// 2x2 tiles on padded 16-column groups started at 10 columns: there they took 4096 x 4096 in
+/// 0.70x the VNNI gemm's speed at 4 columns and 1.51-1.57x at 10, and in llama.cpp (the 2B, pp N)
+/// from 10 columns.
+pub const AMX_MIN_COLS: usize = 5;
+
+/// The narrowest batch the [`KernelLevel::Amx`] level runs with its 2x2 tiles
+/// ([`BLOCKING`](super::amx::BLOCKING)); [`AMX_MIN_COLS`] up to this run the narrow tiles. Measured
+/// as for [`AMX_MIN_COLS`], 2x2 / narrow: 16 columns from DRAM 3270 / 3085 (17408x5120), 2986 /
+/// 2724, 1914 / 1818; in cache 2412 / 2598 (17408x5120), 470 / 485 (4096x4096); 12 columns from
+/// DRAM 3141 / 2732, 2989 / 2536, 1889 / 1594, in cache 2303 / 2267, 437 / 407; 32 columns in
+/// cache 4055 / 5404, 741 / 996. The 2x2 tiles reuse each expanded block for two column groups
+/// and keep their activations per pass; from a full group on they are the ones for prompt batches.
+pub const AMX_WIDE_COLS: usize = 16;
 
 /// The architecture a level's kernels are built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,9 +227,11 @@ const ANY: RangeInclusive<usize> = 0..=usize::MAX;
 /// One column (gemv).
 const ONE: RangeInclusive<usize> = 1..=1;
 /// Below [`AMX_MIN_COLS`] (the `amx` level's AVX-512 VNNI gemm).
-const AMX_NARROW: RangeInclusive<usize> = 0..=AMX_MIN_COLS - 1;
-/// [`AMX_MIN_COLS`] and more (the `amx` level's tiles).
-const AMX_WIDE: RangeInclusive<usize> = AMX_MIN_COLS..=usize::MAX;
+const AMX_VNNI: RangeInclusive<usize> = 0..=AMX_MIN_COLS - 1;
+/// [`AMX_MIN_COLS`] to [`AMX_WIDE_COLS`] - 1 (the `amx` level's narrow tiles).
+const AMX_NARROW: RangeInclusive<usize> = AMX_MIN_COLS..=AMX_WIDE_COLS - 1;
+/// [`AMX_WIDE_COLS`] and more (the `amx` level's 2x2 tiles).
+const AMX_WIDE: RangeInclusive<usize> = AMX_WIDE_COLS..=usize::MAX;
 
 // feature bits (as in `CpuFeatures::bits`) for the table
 const NEON: u32 = 1;
@@ -315,7 +338,9 @@ pub static LEVELS: [LevelSpec; 7] = [
         kernels: &[
             // below AMX_MIN_COLS columns: the avx512vnni kernels
             kernel!(X16, ONE, Halves, 16 x 1, "x86_64", X16Halves(x86_vnni::gemv_x16_16x1_q8_k_avx512vnni)),
-            kernel!(X16, AMX_NARROW, Halves, 16 x 8, "x86_64", X16Halves(x86_vnni::gemm_x16_16x8_q8_k_avx512vnni)),
+            kernel!(X16, AMX_VNNI, Halves, 16 x 8, "x86_64", X16Halves(x86_vnni::gemm_x16_16x8_q8_k_avx512vnni)),
+            // 16 rows x the batch's columns per tdpbssd pair, 2 row tiles at a time (amx::Blocking::Narrow)
+            kernel!(X16, AMX_NARROW, T16, 16 x 15, "x86_64", X16Tile16(x86_amx::gemm_x16_narrow_q8_k_amx_level)),
             // 16 x 16 per tdpbssd pair, 2 x 2 such tiles at a time (amx::BLOCKING)
             kernel!(X16, AMX_WIDE, T16, 16 x 16, "x86_64", X16Tile16(x86_amx::gemm_x16_16x16_q8_k_amx_level)),
         ],
@@ -549,6 +574,14 @@ mod tests {
         }
         let amx = |n| ActFormat::for_kernel(Layout::X16, KernelLevel::Amx, n).unwrap();
         assert_eq!((amx(AMX_MIN_COLS - 1), amx(AMX_MIN_COLS)), (ActFormat::Halves, ActFormat::T16));
+        // the tiles: narrow from AMX_MIN_COLS, 2x2 from AMX_WIDE_COLS
+        let entry = |n| KernelLevel::Amx.kernel(Layout::X16, n).unwrap().entry_name;
+        for n in [AMX_MIN_COLS, AMX_WIDE_COLS - 1] {
+            assert!(entry(n).ends_with("gemm_x16_narrow_q8_k_amx_level"), "{n} columns: {}", entry(n));
+        }
+        for n in [AMX_WIDE_COLS, 512] {
+            assert!(entry(n).ends_with("gemm_x16_16x16_q8_k_amx_level"), "{n} columns: {}", entry(n));
+        }
         let dot = |n| ActFormat::for_kernel(Layout::T2p, KernelLevel::Dotprod, n).unwrap();
         assert_eq!((dot(0), dot(1), dot(2)), (ActFormat::X4, ActFormat::Dup, ActFormat::X4));
     }

@@ -140,6 +140,15 @@ impl VectorOps for Avx512Ops {
             _mm512_storeu_ps(acc.as_mut_ptr(), _mm512_fmadd_ps(d, v, _mm512_loadu_ps(acc.as_ptr())));
         }
     }
+    #[inline(always)]
+    fn prefetch(blk: &BlockX16) {
+        let p = (blk as *const BlockX16).cast::<i8>();
+        for line in 0..core::mem::size_of::<BlockX16>().div_ceil(64) {
+            // SAFETY: the address is inside `blk` (offsets 0, 64, .., 512 of its 544 bytes); a
+            // prefetch reads nothing architecturally and never faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line)) }
+        }
+    }
 }
 
 /// X16 x Q8_K on AMX-INT8 tiles: 16 rows x 16 columns per `tdpbssd` pair (padded columns), up to
@@ -164,6 +173,17 @@ pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx(job: &Job<'_, BlockX16, ActTile16>,
 pub(crate) unsafe fn gemm_x16_16x16_q8_k_amx_level(job: Job<'_, BlockX16, ActTile16>) {
     // SAFETY: forwarded.
     unsafe { gemm_x16_16x16_q8_k_amx(&job, BLOCKING) }
+}
+
+/// The `amx` level's entry for narrow batches ([`AMX_MIN_COLS`](super::table::AMX_MIN_COLS) up
+/// to [`AMX_WIDE_COLS`](super::table::AMX_WIDE_COLS) columns): [`gemm_x16_16x16_q8_k_amx`] with
+/// [`Blocking::Narrow`].
+///
+/// # Safety
+/// As [`gemm_x16_16x16_q8_k_amx`].
+pub(crate) unsafe fn gemm_x16_narrow_q8_k_amx_level(job: Job<'_, BlockX16, ActTile16>) {
+    // SAFETY: forwarded.
+    unsafe { gemm_x16_16x16_q8_k_amx(&job, Blocking::Narrow) }
 }
 
 /// The tile kernel exactly as [`gemm_x16_16x16_q8_k_amx`] compiles it (the AVX-512 expansion and
@@ -191,5 +211,5 @@ pub(crate) unsafe fn gemm_x16_tiles_avx512<T: Tiles>(
 /// outputs alone cannot tell them apart. Read by `amx_model::native_tile_calls`. Test builds only
 /// (feature `testing`): the library users link has no counter on its hot path.
 #[cfg(feature = "testing")]
-pub(crate) static NATIVE_CALLS: [core::sync::atomic::AtomicU64; 2] =
-    [core::sync::atomic::AtomicU64::new(0), core::sync::atomic::AtomicU64::new(0)];
+pub(crate) static NATIVE_CALLS: [core::sync::atomic::AtomicU64; 3] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; 3];

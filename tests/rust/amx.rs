@@ -12,7 +12,7 @@ use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
 use ggml_t2p::kernels::amx::{pass_groups, Blocking, PASS_TILES};
 use ggml_t2p::kernels::amx_model::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts};
-use ggml_t2p::kernels::table::AMX_MIN_COLS;
+use ggml_t2p::kernels::table::{AMX_MIN_COLS, AMX_WIDE_COLS};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{Activations, Error, KernelLevel, PackedWeights};
@@ -27,8 +27,8 @@ struct Case {
     want: Vec<u32>,
 }
 
-/// Both arrangements of the tile chains (the same bits by construction; each is checked).
-const BLOCKINGS: [Blocking; 2] = [Blocking::TwoByTwo, Blocking::OneByOne];
+/// Every arrangement of the tile chains (the same bits by construction; each is checked).
+const BLOCKINGS: [Blocking; 3] = [Blocking::TwoByTwo, Blocking::OneByOne, Blocking::Narrow];
 
 /// The float steps to run the model kernel with: the scalar one, and the native kernel's AVX-512
 /// one where the CPU has it (elsewhere it must be refused).
@@ -58,8 +58,9 @@ fn variants() -> Vec<(bool, Blocking)> {
 /// `OneByOne`: all on `tmm0`. `TwoByTwo`: row tiles in pairs, the last one alone if their count
 /// is odd; column groups in passes of `pass_groups` (even, so only the last pass can end on a lone
 /// group); within a pass, groups in pairs and the last alone if odd; 2x2 on `tmm0..tmm3`,
-/// 2x1 on `tmm0`/`tmm1`, 1x2 on `tmm0`/`tmm2`, 1x1 on `tmm0`. The blockings give the same bits,
-/// so this is what tells them apart.
+/// 2x1 on `tmm0`/`tmm1`, 1x2 on `tmm0`/`tmm2`, 1x1 on `tmm0`. `Narrow`: per column group, row
+/// tiles in pairs on `tmm0`/`tmm1`, the last one alone on `tmm0` if their count is odd. The
+/// blockings give the same bits, so this is what tells them apart.
 fn expected_dpbssd(rows: &core::ops::Range<usize>, k: usize, n_cols: usize, blocking: Blocking) -> [u64; 8] {
     let mut c = [0u64; 8];
     if rows.is_empty() || n_cols == 0 {
@@ -68,6 +69,10 @@ fn expected_dpbssd(rows: &core::ops::Range<usize>, k: usize, n_cols: usize, bloc
     let (tiles, groups, per) = (rows.end.div_ceil(16) - rows.start / 16, n_cols.div_ceil(16), 2 * (k / QK) as u64);
     match blocking {
         Blocking::OneByOne => c[0] = per * (tiles * groups) as u64,
+        Blocking::Narrow => {
+            c[0] = per * (tiles.div_ceil(2) * groups) as u64;
+            c[1] = per * (tiles / 2 * groups) as u64;
+        }
         Blocking::TwoByTwo => {
             let lone = (tiles % 2 == 1).then_some(1);
             for nr in std::iter::repeat_n(2, tiles / 2).chain(lone) {
@@ -412,7 +417,7 @@ fn native_equals_model_where_available() {
         return;
     }
     let mut checked = 0;
-    let widths = [1, 15, 16, 17, 31, 32, 40, 64, 100, 300];
+    let widths = [1, AMX_MIN_COLS - 1, AMX_MIN_COLS, 8, 15, 16, 17, 31, 32, 40, 64, 100, 300];
     let calls = || BLOCKINGS.map(ggml_t2p::kernels::amx_model::native_tile_calls);
     let calls_before = calls();
     for n_cols in widths {
@@ -435,17 +440,31 @@ fn native_equals_model_where_available() {
         }
     }
     // the tile kernel itself ran (the model gives the same bits), with each blocking (they give
-    // the same bits too): per gemm of 16+ columns one call with the level's blocking, at least
-    // one more for its split run, and 3 through gemm_native with each blocking (no other test
-    // runs the native kernel, so these are exact for the blocking the level does not run)
-    let wide = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
+    // the same bits too): per gemm of AMX_MIN_COLS+ columns one call with the blocking the level
+    // runs at that width (Narrow below AMX_WIDE_COLS, BLOCKING from there), at least one more for
+    // its split run, and 3 through gemm_native with each blocking (no other test runs the native
+    // kernel, so these are exact for a blocking the level runs at none of the widths)
+    let tiled = widths.iter().filter(|&&n| n >= AMX_MIN_COLS).count() as u64;
+    let level_runs = |b: Blocking| {
+        let narrow = widths.iter().filter(|&&n| (AMX_MIN_COLS..AMX_WIDE_COLS).contains(&n)).count() as u64;
+        match b {
+            Blocking::Narrow => narrow,
+            b if b == ggml_t2p::kernels::amx::BLOCKING => tiled - narrow,
+            _ => 0,
+        }
+    };
     let after = calls();
-    let calls: [u64; 2] = core::array::from_fn(|i| after[i] - calls_before[i]);
+    let calls: [u64; 3] = core::array::from_fn(|i| after[i] - calls_before[i]);
     for (b, n) in BLOCKINGS.into_iter().zip(calls) {
-        if b == ggml_t2p::kernels::amx::BLOCKING {
-            assert!(n >= 5 * wide, "the native tile kernel ran {n} times with {b:?}, want at least {}", 5 * wide);
+        let (lvl, direct) = (level_runs(b), 3 * tiled);
+        if lvl > 0 {
+            assert!(
+                n >= direct + 2 * lvl,
+                "the native tile kernel ran {n} times with {b:?}, want at least {}",
+                direct + 2 * lvl
+            );
         } else {
-            assert_eq!(n, 3 * wide, "the native tile kernel ran {n} times with {b:?}, want {}", 3 * wide);
+            assert_eq!(n, direct, "the native tile kernel ran {n} times with {b:?}, want {direct}");
         }
     }
     println!(
