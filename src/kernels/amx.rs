@@ -481,15 +481,17 @@ unsafe fn narrow_expand<S: VectorOps>(
     nr: usize,
     i: usize,
 ) {
-    for (r, (br, dwr)) in b.iter_mut().zip(dw.iter_mut()).enumerate().take(nr) {
+    // (index loops: iterator adapters left as calls at the test profile's opt-level would end the
+    // tile configuration, see gemm_x16_tiles)
+    for r in 0..nr {
         if let Some(ahead) = job_blocks.get((t + r) * job.nb + i + NARROW_PF_BLOCKS) {
             S::prefetch(ahead);
         }
         let blk = &job.tile(t + r)[i];
         // SAFETY: S's instructions are available (the caller's target features).
         unsafe {
-            S::expand(blk, br);
-            *dwr = S::scales(&blk.d);
+            S::expand(blk, &mut b[r]);
+            dw[r] = S::scales(&blk.d);
         }
     }
 }
@@ -548,10 +550,10 @@ unsafe fn narrow<T: Tiles, S: VectorOps>(tiles: &mut T, job: &Job<'_, BlockX16, 
                     unsafe { narrow_expand::<S>(job, job_blocks, next, &mut dw[(i + 1) % 2], t, nr, i + 1) };
                 }
                 let dwi = &dw[i % 2];
-                for ((acc, cr), dwr) in sumf.0.iter_mut().zip(c.0.iter()).zip(dwi.iter()).take(nr) {
-                    for ((srow, crow), &dy) in acc.iter_mut().zip(cr.iter()).zip(a.d.iter()).take(m) {
+                for r in 0..nr {
+                    for col in 0..m {
                         // SAFETY: as for S::scales.
-                        unsafe { S::step(srow, crow, dwr, dy) };
+                        unsafe { S::step(&mut sumf.0[r][col], &c.0[r][col], &dwi[r], a.d[col]) };
                     }
                 }
             }
