@@ -472,6 +472,7 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
 /// # Safety
 /// As [`gemm_x16_tiles`]; the job owns tiles `t .. t + nr`, `i < job.nb`.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops on purpose (see the body)
 unsafe fn narrow_expand<S: VectorOps>(
     job: &Job<'_, BlockX16, ActTile16>,
     job_blocks: &[BlockX16],
@@ -502,6 +503,7 @@ unsafe fn narrow_expand<S: VectorOps>(
 /// # Safety
 /// As [`gemm_x16_tiles`]; called with the session open (the tiles released by the caller).
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops on purpose: see narrow_expand
 unsafe fn narrow<T: Tiles, S: VectorOps>(tiles: &mut T, job: &Job<'_, BlockX16, ActTile16>) {
     let nb = job.nb;
     // the expanded blocks, two sets: block i's tiles are read from one while block i + 1 is
