@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 // What the host ggml offers, from ggml-t2p-probe.cmake (the CMake fragment defines these as 0 or 1;
 // compiled without it, the newest ggml is assumed).
@@ -94,6 +95,17 @@ ggml_t2p_plugin * plugin() {
 // offset into the source format, never into our layout).
 bool weight_ok(const ggml_tensor * w) {
     return w->ne[2] == 1 && w->ne[3] == 1 && ggml_is_contiguous(w) && w->view_src == nullptr;
+}
+
+// Whether t's bytes in its buffer are the plugin's repack (else they are t's own bytes): a weight
+// the plugin takes, in our buffer type. Decided from the tensor alone, the same way at every step
+// (set_tensor, get_tensor, the op's traits), so that a tensor stored plain is computed by stock
+// code and a repacked one by ours. In llama.cpp only weights whose ops supports_op accepted land
+// in our buffer; an RPC worker (patches/: ggml-rpc.cpp) puts every tensor of the client's buffers
+// here, the rest stored as a CPU buffer stores them.
+bool repacked(const ggml_tensor * t) {
+    return t->buffer != nullptr && t->buffer->buft == ggml_backend_cpu_t2p_buffer_type() && weight_ok(t) &&
+           ggml_t2p_plugin_supports(plugin(), t->type, t->ne[1], t->ne[0]) == GGML_T2P_OK;
 }
 
 bool mul_mat_ok(const ggml_tensor * op) {
@@ -337,10 +349,11 @@ class extra_buffer_type : public ggml::cpu::extra_buffer_type {
     }
 
     ggml::cpu::tensor_traits * get_tensor_traits(const ggml_tensor * op) override {
+        // by what the weight is, not by tensor->extra: an RPC worker's tensors are rebuilt from the
+        // wire for every graph, without it
         if ((op->op == GGML_OP_MUL_MAT || op->op == GGML_OP_GET_ROWS) && op->src[0] != nullptr &&
-            op->src[0]->buffer != nullptr &&
-            op->src[0]->buffer->buft == ggml_backend_cpu_t2p_buffer_type()) {
-            return (ggml::cpu::tensor_traits *) op->src[0]->extra;
+            repacked(op->src[0])) {
+            return &traits();
         }
         static hybrid_traits hybrid;
         return hybrid_kind(op) != 0 ? &hybrid : nullptr;
@@ -360,29 +373,71 @@ size_t buft_get_alloc_size(ggml_backend_buffer_type_t, const ggml_tensor * tenso
     return n;
 }
 
-enum ggml_status buffer_init_tensor(ggml_backend_buffer_t, ggml_tensor * tensor) {
-    int32_t layout = 0;
-    const bool ours = ggml_t2p_plugin_layout(plugin(), tensor->type, &layout) == GGML_T2P_OK;
-    tensor->extra   = ours ? static_cast<ggml::cpu::tensor_traits *>(&traits()) : nullptr;
-    return GGML_STATUS_SUCCESS;
+// The source-format bytes of a repacked tensor, into `out` (ggml_nbytes of them); false (and a
+// log line) if the library refuses.
+bool unpack_into(ggml_backend_buffer_t buffer, const ggml_tensor * t, std::vector<uint8_t> & out) {
+    out.resize(ggml_nbytes(t));
+    const int32_t st = ggml_t2p_plugin_unpack(plugin(), t->type, t->data, buft_get_alloc_size(buffer->buft, t), t->ne[1],
+                                              t->ne[0], out.data(), out.size());
+    if (st != GGML_T2P_OK) {
+        GGML_LOG_ERROR("ggml-t2p: cannot give back the bytes of %s: %s\n", t->name, ggml_t2p_status_string(st));
+    }
+    return st == GGML_T2P_OK;
+}
+
+// Whether a repacked t fits in its buffer (its repack can be larger than ggml_nbytes: PTQ1_0 at
+// 2.125 bits per weight). llama.cpp allocates with buft_get_alloc_size; an RPC client's tensor is
+// checked against it by the worker (patches/) before it gets here.
+bool fits(ggml_backend_buffer_t buffer, const ggml_tensor * t) {
+    const uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(buffer);
+    const uintptr_t p    = (uintptr_t) t->data;
+    const size_t    need = buft_get_alloc_size(buffer->buft, t);
+    return p >= base && p - base <= ggml_backend_buffer_get_size(buffer) &&
+           need <= ggml_backend_buffer_get_size(buffer) - (p - base);
 }
 
 void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
-    if (offset != 0 || size != ggml_nbytes(tensor)) {
-        GGML_ABORT("ggml-t2p: partial write to %s (offset %zu, %zu of %zu bytes): CPU_T2P only takes whole tensors",
-                   tensor->name, offset, size, ggml_nbytes(tensor));
+    if (!repacked(tensor)) {   // stored as the CPU buffer stores it
+        std::memcpy((char *) tensor->data + offset, data, size);
+        return;
     }
-    if (tensor->extra == nullptr || tensor->ne[2] != 1 || tensor->ne[3] != 1) {
-        GGML_ABORT("ggml-t2p: tensor %s (%s, %lld x %lld x %lld x %lld) cannot be stored in CPU_T2P", tensor->name,
-                   ggml_type_name(tensor->type), (long long) tensor->ne[0], (long long) tensor->ne[1],
-                   (long long) tensor->ne[2], (long long) tensor->ne[3]);
+    if (!fits(buffer, tensor)) {
+        GGML_LOG_ERROR("ggml-t2p: %s (%zu bytes repacked) does not fit in its CPU_T2P buffer: not written\n",
+                       tensor->name, buft_get_alloc_size(buffer->buft, tensor));
+        return;
+    }
+    const size_t n = ggml_nbytes(tensor);
+    const void * whole = data;
+    std::vector<uint8_t> staged;
+    if (offset != 0 || size != n) {
+        // part of a tensor (an RPC client may send one): the whole tensor's bytes back, the part
+        // replaced, the whole repacked again
+        if (!unpack_into(buffer, tensor, staged)) {
+            return;
+        }
+        std::memcpy(staged.data() + offset, data, size);
+        whole = staged.data();
     }
     // The whole tensor at once: the library slices it and releases the source's file pages as it
     // goes (GGML_T2P_RELEASE_SOURCE), and counts it for the load line.
-    const int32_t st = ggml_t2p_plugin_repack(plugin(), tensor->type, data, size, tensor->ne[1], tensor->ne[0],
+    const int32_t st = ggml_t2p_plugin_repack(plugin(), tensor->type, whole, n, tensor->ne[1], tensor->ne[0],
                                               tensor->data, buft_get_alloc_size(buffer->buft, tensor));
     if (st != GGML_T2P_OK) {
         abort_status("ggml_t2p_plugin_repack", tensor, st);
+    }
+}
+
+void buffer_get_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * tensor, void * data, size_t offset, size_t size) {
+    if (!repacked(tensor)) {
+        std::memcpy(data, (const char *) tensor->data + offset, size);
+        return;
+    }
+    // the source format's bytes (a repacked weight read back: rare, so the whole tensor is unpacked)
+    std::vector<uint8_t> whole;
+    if (fits(buffer, tensor) && unpack_into(buffer, tensor, whole)) {
+        std::memcpy(data, whole.data() + offset, size);
+    } else {
+        std::memset(data, 0, size);
     }
 }
 
@@ -398,9 +453,8 @@ ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t 
     // huge-page advice before the repack first touches the pages (GGML_T2P_HUGE_PAGES)
     ggml_t2p_plugin_new_buffer(plugin(), ggml_backend_buffer_get_base(buffer), ggml_backend_buffer_get_size(buffer));
     buffer->buft                = buft;
-    buffer->iface.init_tensor   = buffer_init_tensor;
     buffer->iface.set_tensor    = buffer_set_tensor;
-    buffer->iface.get_tensor    = nullptr;   // repacked bytes are not the tensor's bytes
+    buffer->iface.get_tensor    = buffer_get_tensor;   // a repacked tensor's source bytes, unpacked
 #if GGML_T2P_HAVE_TENSOR_2D
     buffer->iface.set_tensor_2d = nullptr;   // fall back to whole-tensor set_tensor
     buffer->iface.get_tensor_2d = nullptr;

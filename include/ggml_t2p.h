@@ -360,6 +360,18 @@ int32_t ggml_t2p_plugin_repacked_size(const ggml_t2p_plugin * plugin, int32_t sr
 int32_t ggml_t2p_plugin_repack(const ggml_t2p_plugin * plugin, int32_t src_type, const void * src, size_t src_size,
                                int64_t n_rows, int64_t k, void * dst, size_t dst_size);
 
+/* The bytes of the source format (row-major, ggml's layout of src_type) of the n_rows x k matrix
+ * that ggml_t2p_plugin_repack wrote at w (w_size >= ggml_t2p_plugin_repacked_size), written to dst
+ * (dst_size >= n_rows * k / 128 source blocks): for a host that must give a repacked tensor's
+ * bytes back (ggml's get_tensor, a partial set_tensor read-modify-write). PQ2_0 comes back byte for
+ * byte; PTQ1_0 byte for byte from the ARM native layout, and from T2P or X16 through its digits,
+ * each byte re-encoded as the fork's quantizer writes it (the same weights and scale; a file's byte
+ * in another encoding of the same digits comes back as the quantizer's). Not counted for the load
+ * line. Errors: UNSUPPORTED for a type the plugin does not take, NULL, BUFFER_SIZE, MISALIGNED,
+ * SHAPE, INVALID_ARGUMENT for overlapping buffers or, for PTQ1_0, codes no repack of it writes. */
+int32_t ggml_t2p_plugin_unpack(const ggml_t2p_plugin * plugin, int32_t src_type, const void * w, size_t w_size,
+                               int64_t n_rows, int64_t k, void * dst, size_t dst_size);
+
 /* A new buffer of the plugin at base (size bytes), before anything is repacked into it: with
  * GGML_T2P_HUGE_PAGES on, the whole 2 MiB pages inside it are advised as transparent huge pages
  * (Linux: madvise MADV_HUGEPAGE; the contents do not change) and counted for the load line.

@@ -181,3 +181,72 @@ pub(crate) unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Er
     // SAFETY: non-null, aligned, and n readable floats (the caller's contract).
     Ok(unsafe { core::slice::from_raw_parts(x, n) })
 }
+
+/// The inverse of [`repack_checked`]: the `n_rows x k` matrix of `st` repacked into `lay` at `src`
+/// (`src_size` bytes) written back in the source format to `dst` (`dst_size` bytes, at least
+/// [`repack::source_size`]), row-major, as `ggml_t2p_plugin_unpack` says: PQ2_0 bytes exactly (codes
+/// and scales are kept by every layout); PTQ1_0 from PTQ1_0x4 exactly (its bytes only move), from
+/// T2P or X16 through its digits, re-encoded as the fork's quantizer writes them
+/// ([`BlockPtq1_0::from_digits`]), so the same weights and scales (and the file's own bytes
+/// wherever it holds the quantizer's encoding).
+///
+/// # Errors
+/// As [`repack_checked`] with the roles of the buffers swapped; [`Error::InvalidArgument`] for a
+/// PTQ1_0 matrix whose repacked codes are not digits (code 3: bytes no PTQ1_0 repack writes).
+///
+/// # Safety
+/// `src` valid for reads of `src_size` bytes, `dst` for writes of `dst_size` bytes, not aliased.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn unpack_checked(
+    st: SourceType,
+    lay: Layout,
+    src: *const c_void,
+    src_size: usize,
+    n_rows: usize,
+    k: usize,
+    dst: *mut c_void,
+    dst_size: usize,
+) -> Result<(), Error> {
+    let need_src = repack::repacked_size(st, lay, n_rows, k)?;
+    let need_dst = repack::source_size(st, n_rows, k)?;
+    if overlaps(src as usize, need_src, dst as usize, need_dst) {
+        return Err(Error::InvalidArgument);
+    }
+    // PQ2_0 rows of a T2P or X16 matrix (the codes of a PTQ1_0 source are its digits)
+    let pq2_rows = |out: &mut [BlockPq2_0]| -> Result<(), Error> {
+        // SAFETY: the caller's contract on src, forwarded.
+        unsafe {
+            match lay {
+                Layout::T2p => {
+                    repack::unpack_t2p_to_pq2_0(blocks::<BlockT2p>(src, src_size, need_src)?, n_rows, k, out)
+                }
+                Layout::X16 => {
+                    repack::unpack_x16_to_pq2_0(blocks::<BlockX16>(src, src_size, need_src)?, n_rows, k, out)
+                }
+                Layout::Ptq1_0x4 => Err(Error::Unsupported),
+            }
+        }
+    };
+    // SAFETY: the caller's contract on dst, forwarded.
+    unsafe {
+        match (st, lay) {
+            (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
+            (SourceType::Pq2_0, _) => pq2_rows(blocks_mut::<BlockPq2_0>(dst, dst_size, need_dst)?),
+            (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::unpack_x4_to_ptq1_0(
+                blocks::<BlockPtq1_0x4>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockPtq1_0>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Ptq1_0, _) => {
+                let out = blocks_mut::<BlockPtq1_0>(dst, dst_size, need_dst)?;
+                let mut rows = vec![BlockPq2_0::default(); out.len()];
+                pq2_rows(&mut rows)?;
+                for (o, r) in out.iter_mut().zip(&rows) {
+                    *o = BlockPtq1_0::from_digits(r.d, &r.codes()).ok_or(Error::InvalidArgument)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}

@@ -823,6 +823,31 @@ pub unsafe extern "C" fn ggml_t2p_plugin_repack(
     })
 }
 
+/// A repacked tensor's bytes in its source format ([`Plugin::unpack`]); see the header.
+///
+/// # Safety
+/// `plugin_` null or a plugin from [`ggml_t2p_plugin_new`], not freed; `w` valid for reads of `w_size` bytes, `dst`
+/// for writes of `dst_size` bytes, not overlapping.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ggml_t2p_plugin_unpack(
+    plugin_: *const Plugin,
+    src_type: i32,
+    w: *const c_void,
+    w_size: usize,
+    n_rows: i64,
+    k: i64,
+    dst: *mut c_void,
+    dst_size: usize,
+) -> i32 {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let p = unsafe { plugin(plugin_)? };
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { p.unpack(src_type, w, w_size, dim(n_rows)?, dim(k)?, dst, dst_size) }
+    })
+}
+
 /// A new buffer of a plugin ([`Plugin::new_buffer`]); see the header.
 ///
 /// # Safety
@@ -1129,6 +1154,7 @@ pub mod abi_check {
         ggml_t2p_plugin_supports(_, _, _, _);
         ggml_t2p_plugin_repacked_size(_, _, _, _, _);
         ggml_t2p_plugin_repack(_, _, _, _, _, _, _, _);
+        ggml_t2p_plugin_unpack(_, _, _, _, _, _, _, _);
         ggml_t2p_plugin_new_buffer(_, _, _);
         ggml_t2p_plugin_report(_);
         ggml_t2p_plugin_hybrid_op(_, _, _, _, _, _, _);

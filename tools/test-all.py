@@ -280,10 +280,10 @@ def main():
     py_env = {"PYTHONDONTWRITEBYTECODE": "1"}
 
     def tool_tests():
-        for t in ("test_ppl_check.py", "test_tools.py", "test_profile.py", "test_peers.py"):
+        for t in ("test_ppl_check.py", "test_tools.py", "test_profile.py", "test_peers.py", "test_rpc_check.py"):
             sh([PY, os.path.join("tests", "python", t)], env=py_env, base_env=tc.clean_env())
-    run.stage("ppl-check verdict, tools, profile and peers (tests/python/test_ppl_check.py, test_tools.py, test_profile.py, "
-              "test_peers.py)", tool_tests)
+    run.stage("ppl-check verdict, tools, profile, peers and the RPC check (tests/python/test_ppl_check.py, test_tools.py, "
+              "test_profile.py, test_peers.py, test_rpc_check.py)", tool_tests)
 
     def q2kt_tests():
         for t in ("test_q2kt.py", "test_synthetic.py", "test_qwen35_model.py", "test_ptq1_0_encoder.py"):

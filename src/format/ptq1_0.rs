@@ -228,6 +228,39 @@ impl BlockPtq1_0 {
         spread(self.qh[0]) | spread(self.qh[1]) << 8
     }
 
+    /// The block with scale `d` whose digits are `digits` (element order, each 0..=2; `None` if one
+    /// is not), every byte in the encoding the fork's quantizer writes: `ceil(v * 256 / 243)` of
+    /// the byte's base-3 value `v` (digit `n` the `3^(4 - n)` place; a `qh` byte's four digits in
+    /// the places of digits 0..4, i.e. its base-3 value times 3). Source: docs/formats.md §2
+    /// (NOTES.md, PTQ1_0); each byte decodes back to its digits through [`ptq1_0_digit`], and the
+    /// fork's quantized blocks (the golden vectors) are reproduced byte for byte. A file may
+    /// hold another byte with the same digits (256 bytes, 243 digit tuples): this gives the one
+    /// the quantizer writes.
+    pub fn from_digits(d: f16, digits: &[u8; 128]) -> Option<Self> {
+        if digits.iter().any(|&t| t > 2) {
+            return None;
+        }
+        let mut bytes = [0u8; 26];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            let n_digits = if i < 24 { 5 } else { 4 };
+            let mut v = 0u32;
+            for n in 0..5 {
+                // the element at digit n of byte i (the inverse of ptq1_0_element_source)
+                let t = match i {
+                    _ if n >= n_digits => 0,
+                    0..16 => digits[16 * n + i],
+                    16..24 => digits[80 + 8 * n + (i - 16)],
+                    _ => digits[120 + 2 * n + (i - 24)],
+                };
+                v = 3 * v + u32::from(t);
+            }
+            *b = ((v * 256).div_ceil(243)) as u8;
+        }
+        let mut qs = [0u8; 24];
+        qs.copy_from_slice(&bytes[..24]);
+        Some(BlockPtq1_0 { qs, qh: [bytes[24], bytes[25]], d })
+    }
+
     /// All 128 digits in element order (through [`TRITS`]; the same as [`BlockPtq1_0::digit`]
     /// for each element). A digit is also the PQ2_0 code of the same weight.
     pub fn digits(&self) -> [u8; 128] {
@@ -310,5 +343,33 @@ impl BlockPtq1_0x4 {
         }
         b.qs[16..24].copy_from_slice(&self.hi[p][side..side + 8]);
         b
+    }
+}
+
+#[cfg(test)]
+mod from_digits_tests {
+    use super::*;
+
+    /// `from_digits` inverts `digits` for every digit tuple of a byte (all 3^5 in every `qs` byte
+    /// position and all 3^4 in every `qh` position), and rejects a digit above 2.
+    #[test]
+    fn from_digits_inverts_digits() {
+        for i in 0..26usize {
+            let n_digits = if i < 24 { 5 } else { 4 };
+            for v in 0..3u32.pow(n_digits) {
+                let mut digits = [1u8; 128];
+                let mut x = v;
+                for n in (0..n_digits as usize).rev() {
+                    let e = (0..128).find(|&e| ptq1_0_element_source(e) == (i, n as u32)).unwrap();
+                    digits[e] = (x % 3) as u8;
+                    x /= 3;
+                }
+                let b = BlockPtq1_0::from_digits(f16::ONE, &digits).unwrap();
+                assert_eq!(b.digits(), digits, "byte {i}, value {v}");
+            }
+        }
+        let mut bad = [0u8; 128];
+        bad[77] = 3;
+        assert!(BlockPtq1_0::from_digits(f16::ONE, &bad).is_none());
     }
 }

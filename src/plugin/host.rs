@@ -316,6 +316,31 @@ impl Plugin {
         unsafe { super::embed::get_rows(st, lay, w, w_size, n_rows, k, ids, dst, ith, nth) }
     }
 
+    /// The bytes of the source format of an `n_rows x k` matrix of `type_id` that
+    /// [`Plugin::repack`] wrote at `w` (`w_size` bytes), written to `dst` (`dst_size` bytes), as
+    /// `ggml_t2p_plugin_unpack` says ([`crate::checked`]'s `unpack_checked`).
+    ///
+    /// # Errors
+    /// As [`Plugin::layout`], then as `ggml_t2p_plugin_unpack`.
+    ///
+    /// # Safety
+    /// `w` valid for reads of `w_size` bytes, `dst` for writes of `dst_size` bytes, not aliased.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn unpack(
+        &self,
+        type_id: i32,
+        w: *const core::ffi::c_void,
+        w_size: usize,
+        n_rows: usize,
+        k: usize,
+        dst: *mut core::ffi::c_void,
+        dst_size: usize,
+    ) -> Result<(), Error> {
+        let (st, lay) = self.layout(type_id)?;
+        // SAFETY: the caller's contract.
+        unsafe { crate::checked::unpack_checked(st, lay, w, w_size, n_rows, k, dst, dst_size) }
+    }
+
     /// The layout weights of ggml type `type_id` are repacked into.
     ///
     /// # Errors
@@ -919,6 +944,92 @@ mod tests {
         let host = fake(&all);
         let lines = host.lines.clone();
         (Plugin::new(Box::new(host)).unwrap(), lines)
+    }
+
+    /// Every (source, layout) pair the library repacks comes back through `unpack_checked`:
+    /// PQ2_0 byte for byte (codes 0..=3, padding tiles included); PTQ1_0 byte for byte where its
+    /// bytes are the quantizer's encoding, and any PTQ1_0 bytes back to the same digits and
+    /// scales; then through the plugin (`Plugin::unpack`), and its refusals.
+    #[test]
+    fn unpack_gives_the_source_back() {
+        use crate::format::BlockPtq1_0;
+        let (p, _) = ref_plugin(&[]);
+        for (n_rows, k) in [(4, 128), (20, 384), (36, 1024)] {
+            let pq2 = pq2_matrix(n_rows, k, (n_rows + k) as u64);
+            let raw = bytes(n_rows * k / 128 * 26, (3 * n_rows + k) as u64);
+            let any_ptq1: Vec<BlockPtq1_0> = raw
+                .chunks(26)
+                .map(|q| BlockPtq1_0 {
+                    qs: q[..24].try_into().unwrap(),
+                    qh: [q[24], q[25]],
+                    d: half::f16::from_f32(0.5),
+                })
+                .collect();
+            let canon: Vec<BlockPtq1_0> =
+                any_ptq1.iter().map(|b| BlockPtq1_0::from_digits(b.d, &b.digits()).unwrap()).collect();
+            let cases: [(SourceType, &[u8], &[u8]); 3] = [
+                (SourceType::Pq2_0, as_bytes(&pq2), as_bytes(&pq2)),
+                (SourceType::Ptq1_0, as_bytes(&canon), as_bytes(&canon)),
+                (SourceType::Ptq1_0, as_bytes(&any_ptq1), as_bytes(&canon)),
+            ];
+            for (st, src, want) in cases {
+                for lay in [Layout::X16, Layout::T2p, Layout::Ptq1_0x4] {
+                    let Ok(size) = repack::repacked_size(st, lay, n_rows, k) else { continue };
+                    let mut w = vec![0u8; size];
+                    let mut back = vec![0u8; src.len()];
+                    // SAFETY: buffers of the stated sizes.
+                    let r = unsafe {
+                        crate::checked::repack_checked(
+                            st,
+                            lay,
+                            src.as_ptr().cast(),
+                            src.len(),
+                            n_rows,
+                            k,
+                            w.as_mut_ptr().cast(),
+                            size,
+                        )
+                        .and_then(|()| {
+                            crate::checked::unpack_checked(
+                                st,
+                                lay,
+                                w.as_ptr().cast(),
+                                size,
+                                n_rows,
+                                k,
+                                back.as_mut_ptr().cast(),
+                                back.len(),
+                            )
+                        })
+                    };
+                    if (st, lay) == (SourceType::Pq2_0, Layout::Ptq1_0x4) {
+                        assert_eq!(r, Err(Error::Unsupported));
+                        continue;
+                    }
+                    r.unwrap();
+                    // PTQ1_0x4 keeps the file's bytes; the other layouts give the quantizer's
+                    let want = if lay == Layout::Ptq1_0x4 { src } else { want };
+                    assert_eq!(&back[..], want, "{st:?} -> {lay:?}, {n_rows} x {k}");
+                }
+            }
+            // through the plugin (its own layout), and too small a destination
+            let size = p.repacked_size(142, n_rows, k).unwrap();
+            let mut w = vec![0u8; size];
+            let mut back = vec![0u8; as_bytes(&pq2).len()];
+            // SAFETY: buffers of the stated sizes.
+            unsafe {
+                let src = as_bytes(&pq2);
+                p.repack(142, src.as_ptr(), src.len(), n_rows, k, w.as_mut_ptr(), size).unwrap();
+                p.unpack(142, w.as_ptr().cast(), size, n_rows, k, back.as_mut_ptr().cast(), back.len()).unwrap();
+                assert_eq!(&back[..], as_bytes(&pq2));
+                let r = p.unpack(142, w.as_ptr().cast(), size, n_rows, k, back.as_mut_ptr().cast(), back.len() - 1);
+                assert_eq!(r, Err(Error::BufferSize));
+                let r = p.unpack(142, w.as_ptr().cast(), size - 1, n_rows, k, back.as_mut_ptr().cast(), back.len());
+                assert_eq!(r, Err(Error::BufferSize));
+                let r = p.unpack(15, w.as_ptr().cast(), size, n_rows, k, back.as_mut_ptr().cast(), back.len());
+                assert_eq!(r, Err(Error::Unsupported));
+            }
+        }
     }
 
     #[test]

@@ -223,6 +223,15 @@ static void plugin_checks(const pq2_0_block * w) {
     CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size + 1) == GGML_T2P_OK, "plugin repack");
     CHECK(memcmp(r0, r1, size) == 0 && r1[size] == 0xA5, "plugin repack: not the repack's bytes");
     CHECK(ggml_t2p_plugin_repack(p, GGML_T2P_TYPE_PQ2_0, w, PN * NB * 34, PN, PK, r1, size - 1) == GGML_T2P_ERR_BUFFER_SIZE, "plugin repack short dst");
+    /* and back: the source bytes (a host's get_tensor of a repacked weight) */
+    unsigned char * back = (unsigned char *) malloc(PN * NB * 34 + 1);
+    back[PN * NB * 34] = 0x5A;
+    CHECK(ggml_t2p_plugin_unpack(p, GGML_T2P_TYPE_PQ2_0, r0, size, PN, PK, back, PN * NB * 34 + 1) == GGML_T2P_OK, "plugin unpack");
+    CHECK(memcmp(back, w, PN * NB * 34) == 0 && back[PN * NB * 34] == 0x5A, "plugin unpack: not the source bytes");
+    CHECK(ggml_t2p_plugin_unpack(p, GGML_T2P_TYPE_PQ2_0, r0, size, PN, PK, back, PN * NB * 34 - 1) == GGML_T2P_ERR_BUFFER_SIZE, "plugin unpack short dst");
+    CHECK(ggml_t2p_plugin_unpack(p, GGML_T2P_TYPE_PQ2_0, r0, size, PN, PK, NULL, PN * NB * 34) == GGML_T2P_ERR_NULL, "plugin unpack NULL dst");
+    CHECK(ggml_t2p_plugin_unpack(NULL, GGML_T2P_TYPE_PQ2_0, r0, size, PN, PK, back, PN * NB * 34) == GGML_T2P_ERR_NULL, "plugin unpack NULL plugin");
+    free(back);
     CHECK(ggml_t2p_plugin_new_buffer(p, NULL, 0) == GGML_T2P_OK && ggml_t2p_plugin_new_buffer(p, r1, size) == GGML_T2P_OK, "new buffer");
 
     /* the multiplication through the plan, as ggml's threads run it: 1 and PC columns, 1 to 3 threads */

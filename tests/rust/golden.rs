@@ -184,7 +184,7 @@ fn ptq1_0_dequant() {
 #[test]
 fn ptq1_0_quant_blocks_decode() {
     let mut g = Golden::open("ptq1_0_quant.bin", b"PTQQ");
-    let (mut passed, mut failures, mut exact) = (0, Vec::new(), 0);
+    let (mut passed, mut failures, mut exact, mut reencoded) = (0, Vec::new(), 0, 0);
     for case in 0..g.count {
         let tag = g.u32();
         let x = g.f32s(128);
@@ -215,17 +215,31 @@ fn ptq1_0_quant_blocks_decode() {
         if tag == 1 && matches_pure {
             exact += 1;
         }
-        if ternary && matches_pure {
+        // our encoder (BlockPtq1_0::from_digits: unpacking a repacked PTQ1_0 tensor) writes the
+        // quantizer's bytes for its digits
+        let again = BlockPtq1_0::from_digits(b[0].d, &b[0].digits()).map(|e| as_bytes(&[e]).to_vec());
+        let encodes = again.as_deref() == Some(as_bytes(&b));
+        if encodes {
+            reencoded += 1;
+        }
+        if ternary && matches_pure && encodes {
             passed += 1;
         } else {
-            failures.push(format!("case {case} (tag {tag}) decodes wrong"));
+            failures.push(format!("case {case} (tag {tag}) decodes wrong or re-encodes to other bytes"));
         }
     }
     g.finish();
     println!(
-        "golden ptq1_0_quant.bin: {exact} pure-ternary (tag 1) cases decode bit for bit to sign(x) * fp16(max |x|)"
+        "golden ptq1_0_quant.bin: {exact} pure-ternary (tag 1) cases decode bit for bit to sign(x) * fp16(max |x|); \
+         {reencoded} re-encoded from their digits to the same bytes"
     );
-    report_as("ptq1_0_quant.bin", "decode to ternary values of their scale", passed, g.count, &failures);
+    report_as(
+        "ptq1_0_quant.bin",
+        "decode to ternary values of their scale and re-encode to their bytes",
+        passed,
+        g.count,
+        &failures,
+    );
 }
 
 #[test]
