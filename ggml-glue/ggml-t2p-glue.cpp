@@ -30,6 +30,7 @@
 #include "traits.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -187,8 +188,7 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     bool compute_forward(ggml_compute_params * params, ggml_tensor * op) override {
         if (op->op == GGML_OP_GET_ROWS) {
             if (!get_rows_ok(op)) {
-                GGML_ABORT("ggml-t2p: GET_ROWS %s on weight %s (%s) is not supported by CPU_T2P", op->name,
-                           op->src[0]->name, ggml_type_name(op->src[0]->type));
+                return cannot_run(op);
             }
             ggml_t2p_plugin_report(plugin());   // the load line, at the first op on our weights
             forward_get_rows(params, op);
@@ -197,11 +197,8 @@ class tensor_traits : public ggml::cpu::tensor_traits {
         if (op->op != GGML_OP_MUL_MAT) {
             return false;
         }
-        // A weight in our buffer holds repacked bytes: stock code must never see it, so an op we
-        // cannot run here is a bug (supports_op declined it and the scheduler ran it anyway).
         if (!mul_mat_ok(op)) {
-            GGML_ABORT("ggml-t2p: MUL_MAT %s on weight %s (%s) is not supported by CPU_T2P", op->name,
-                       op->src[0]->name, ggml_type_name(op->src[0]->type));
+            return cannot_run(op);
         }
         ggml_t2p_plugin_report(plugin());   // the load line, at the first MUL_MAT
         forward_mul_mat(params, op);
@@ -209,6 +206,19 @@ class tensor_traits : public ggml::cpu::tensor_traits {
     }
 
   private:
+    // A repacked weight's op we cannot run. In llama.cpp that is a bug (supports_op declined the
+    // op and the scheduler ran it anyway); on an RPC worker, which has no supports_op, a client's
+    // graph can ask it. Stock code then runs on repacked bytes: its result is wrong, and the error
+    // is logged (the first 8 times), but the process lives on.
+    static bool cannot_run(const ggml_tensor * op) {
+        static std::atomic<int> logged{0};
+        if (logged.fetch_add(1) < 8) {
+            GGML_LOG_ERROR("ggml-t2p: %s %s on the repacked weight %s (%s): not an op CPU_T2P runs; its result is wrong\n",
+                           ggml_op_name(op->op), op->name, op->src[0]->name, ggml_type_name(op->src[0]->type));
+        }
+        return false;
+    }
+
     static void forward_get_rows(ggml_compute_params * params, ggml_tensor * op);
 
     static void forward_mul_mat(ggml_compute_params * params, ggml_tensor * op) {
@@ -399,14 +409,19 @@ bool fits(ggml_backend_buffer_t buffer, const ggml_tensor * t) {
            need <= ggml_backend_buffer_get_size(buffer) - (p - base);
 }
 
+// Whether [offset, offset + size) lies inside t's bytes (ggml's own check of it can wrap around).
+bool in_tensor(const ggml_tensor * t, size_t offset, size_t size) {
+    return offset <= ggml_nbytes(t) && size <= ggml_nbytes(t) - offset;
+}
+
 void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
     if (!repacked(tensor)) {   // stored as the CPU buffer stores it
         std::memcpy((char *) tensor->data + offset, data, size);
         return;
     }
-    if (!fits(buffer, tensor)) {
-        GGML_LOG_ERROR("ggml-t2p: %s (%zu bytes repacked) does not fit in its CPU_T2P buffer: not written\n",
-                       tensor->name, buft_get_alloc_size(buffer->buft, tensor));
+    if (!fits(buffer, tensor) || !in_tensor(tensor, offset, size)) {
+        GGML_LOG_ERROR("ggml-t2p: %s: %zu bytes at %zu of %zu, %zu repacked, outside its CPU_T2P buffer: not written\n",
+                       tensor->name, size, offset, ggml_nbytes(tensor), buft_get_alloc_size(buffer->buft, tensor));
         return;
     }
     const size_t n = ggml_nbytes(tensor);
@@ -414,9 +429,9 @@ void buffer_set_tensor(ggml_backend_buffer_t buffer, ggml_tensor * tensor, const
     std::vector<uint8_t> staged;
     if (offset != 0 || size != n) {
         // part of a tensor (an RPC client may send one): the whole tensor's bytes back, the part
-        // replaced, the whole repacked again
+        // replaced, the whole repacked again (bytes no repack wrote, e.g. never set yet: zeros)
         if (!unpack_into(buffer, tensor, staged)) {
-            return;
+            staged.assign(n, 0);
         }
         std::memcpy(staged.data() + offset, data, size);
         whole = staged.data();
@@ -437,11 +452,24 @@ void buffer_get_tensor(ggml_backend_buffer_t buffer, const ggml_tensor * tensor,
     }
     // the source format's bytes (a repacked weight read back: rare, so the whole tensor is unpacked)
     std::vector<uint8_t> whole;
-    if (fits(buffer, tensor) && unpack_into(buffer, tensor, whole)) {
+    if (fits(buffer, tensor) && in_tensor(tensor, offset, size) && unpack_into(buffer, tensor, whole)) {
         std::memcpy(data, whole.data() + offset, size);
     } else {
         std::memset(data, 0, size);
     }
+}
+
+// A copy into a tensor of ours: plain bytes between a host buffer (or ours) and a tensor stored
+// plain; a repacked tensor on either side is left to ggml's fallback (get, then set).
+bool buffer_cpy_tensor(ggml_backend_buffer_t, const ggml_tensor * src, ggml_tensor * dst) {
+    const bool src_plain = src->buffer != nullptr && !repacked(src) &&
+                           (ggml_backend_buft_is_host(src->buffer->buft) ||
+                            src->buffer->buft == ggml_backend_cpu_t2p_buffer_type());
+    if (!src_plain || repacked(dst) || ggml_nbytes(src) != ggml_nbytes(dst)) {
+        return false;
+    }
+    std::memcpy(dst->data, src->data, ggml_nbytes(src));
+    return true;
 }
 
 const char * buft_get_name(ggml_backend_buffer_type_t) {
@@ -462,7 +490,7 @@ ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t 
     buffer->iface.set_tensor_2d = nullptr;   // fall back to whole-tensor set_tensor
     buffer->iface.get_tensor_2d = nullptr;
 #endif
-    buffer->iface.cpy_tensor    = nullptr;
+    buffer->iface.cpy_tensor    = buffer_cpy_tensor;
     return buffer;
 }
 

@@ -12,12 +12,15 @@ worker to keep its weights in ggml-t2p's buffer type), and then, each step bound
      repack: "N tensors repacked ..." on each);
   2. speed (unless --no-bench): llama-bench through ggml-t2p workers, then through the same workers
      restarted with GGML_T2P=0 (stock code on the workers), one table;
-  3. bad input (--bad-input): a client of the RPC protocol (versions 4 and 5) sends a worker, each on a
-     new connection: a repacked weight set whole and read back, one block of it replaced and read
-     back, a tensor outside its buffer, a PTQ1_0 weight whose repack would pass the buffer's end,
-     rows that are not whole blocks, a set_tensor shorter than its header and one cut off, and a
-     copy out of a repacked weight; each case's reply and the worker's log line are printed, and
-     after each the worker must answer a new connection (HELLO, GET_ALIGNMENT).
+  3. bad input (--bad-input): a client of the RPC protocol (versions 4 and 5), patched as llama.cpp's
+     (it asks the worker the size of a quantized weight first, so the worker uses ggml-t2p's buffers),
+     sends a worker: on one connection a repacked weight set whole and read back, one block of it
+     replaced and read back, a copy out of it; then, each on a new connection, a tensor outside its
+     buffer, a PTQ1_0 weight whose repack would pass the buffer's end, rows that are not whole
+     blocks, a set_tensor shorter than its header and one cut off. Each refusal must close the
+     connection before a GET_ALIGNMENT sent after it is answered, the cases the worker logs must log
+     their error, and after each case the worker must answer a new connection (HELLO,
+     GET_ALIGNMENT).
 
 The workers are stopped at the end, also on failure or Ctrl-C. Exit status: 0 when every step
 passed, 1 when one failed, 2 on bad arguments.
@@ -122,6 +125,9 @@ class Conn:
         return ptr, got, base
 
     def alloc_size(self, t):
+        """The worker's allocation size for `t` (buffer 0: the size in a new buffer). Asked for a
+        quantized weight whose rows are a multiple of 512 elements, it also tells a patched worker
+        that this client asks for every quantized weight, so that the worker may repack them."""
         return struct.unpack("<Q", self.call(CMD_GET_ALLOC_SIZE, struct.pack("<I", 0) + t + bytes(TENSOR.size * MAX_SRC)))[0]
 
     def set_tensor(self, t, offset, data):
@@ -163,8 +169,9 @@ def bad_input(port, log_path, say):
     pos = len(tc.read_text(log_path))
     c = Conn(port)
     say(f"bad input: worker 127.0.0.1:{port}, RPC protocol {c.version}")
-    ne0, ne1 = 256, 32                      # two row tiles of 16, two blocks per row
+    ne0, ne1 = 512, 32                      # two row tiles of 16, four blocks per row
     size = nbytes(PQ2_0, ne0, ne1)
+    c.alloc_size(tensor(PQ2_0, ne0, ne1, 0, 0, "size"))   # as a patched client does first
     ptr, got, base = c.alloc(4 * size)
     w = tensor(PQ2_0, ne0, ne1, ptr, base, "w")
     src = pq2_blocks(rng, ne0 // 128 * ne1)
@@ -189,21 +196,27 @@ def bad_input(port, log_path, say):
     result = c.copy_tensor(w, other)
     c.close()   # (a worker serves one connection at a time)
     pos, logged = log_since(pos)
-    ok = result == 0 and alive()
+    ok = result == 0 and alive()   # (and so after the two cases above)
     say(f"  copy_tensor out of a repacked weight: result {result}; worker log: {logged}; "
         f"{'ok, worker answers' if ok else 'FAILED'}")
     if not ok:
         failures.append("copy_tensor")
 
-    def refused(what, send):
-        """`send(conn)` must make the worker close the connection; then it must answer again."""
+    def refused(what, send, logs=None, cut=False):
+        """`send(conn)` must make the worker close the connection: a GET_ALIGNMENT sent after it on
+        the same connection must get no answer (with `cut`, the request itself is left unfinished
+        and the stream closed instead); the worker's log must hold `logs` when given; then it must
+        answer a new connection."""
         nonlocal pos
         conn = Conn(port)
         conn.s.settimeout(30.0)
         try:
             send(conn)
-            conn.s.shutdown(socket.SHUT_WR)
-            conn.reply()
+            if cut:
+                conn.s.shutdown(socket.SHUT_WR)
+                conn.reply()
+            else:
+                conn.call(CMD_GET_ALIGNMENT, struct.pack("<I", 0))
             outcome = "answered (expected a refusal)"
         except (Closed, ConnectionError):
             outcome = "connection closed (refused)"
@@ -212,12 +225,13 @@ def bad_input(port, log_path, say):
         conn.close()
         time.sleep(0.2)
         pos, logged = log_since(pos)
-        ok = outcome.startswith("connection closed") and alive()
+        ok = outcome.startswith("connection closed") and (logs is None or logs in logged) and alive()
         say(f"  {what}: {outcome}; worker log: {logged}; {'ok, worker answers' if ok else 'FAILED'}")
         if not ok:
             failures.append(what)
 
     def fresh_buffer(conn, n):
+        conn.alloc_size(tensor(PQ2_0, ne0, ne1, 0, 0, "size"))   # a patched client's first question
         return conn.alloc(n)
 
     def out_of_bounds(conn):
@@ -254,12 +268,12 @@ def bad_input(port, log_path, say):
         ptq1_known = False
         pos, _ = log_since(pos)
         say("  (this worker's ggml has no PTQ1_0: that case is left out)")
-    refused("a tensor past its buffer's end", out_of_bounds)
+    refused("a tensor past its buffer's end", out_of_bounds, logs="out of its buffer")
     if ptq1_known:
-        refused("a PTQ1_0 weight whose repack passes the buffer's end", repack_past_end)
-    refused("a PQ2_0 tensor with 100 weights per row", not_whole_blocks)
+        refused("a PTQ1_0 weight whose repack passes the buffer's end", repack_past_end, logs="out of its buffer")
+    refused("a PQ2_0 tensor with 100 weights per row", not_whole_blocks, logs="not whole blocks")
     refused("a set_tensor shorter than its header", shorter_than_header)
-    refused("a set_tensor cut off before its declared size", cut_off)
+    refused("a set_tensor cut off before its declared size", cut_off, cut=True)
     return failures
 
 

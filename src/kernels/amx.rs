@@ -241,20 +241,22 @@ fn tile_ptr<const N: usize>(p: &[[i8; 64]; N]) -> *const u8 {
 /// `C` tile `T` into `c[T]`.
 ///
 /// # Safety
-/// Tile `T` configured 16 x 64 (see [`Tiles`]).
+/// Tile `T` configured with at most 16 rows of 64 bytes (see [`Tiles`]).
 #[inline(always)]
 unsafe fn store_c<X: Tiles, const T: u8>(t: &mut X, c: &mut CTiles) {
-    // SAFETY: c[T] is 16 rows of 64 writable bytes.
+    // SAFETY: c[T] is 16 rows of 64 writable bytes, as many as any configuration stores.
     unsafe { t.store::<T>(c[usize::from(T)].as_mut_ptr().cast(), 64) }
 }
 
 /// 1 row tile x 1 column group: `C` = `tmm0`, the block's `B` halves resident in `tmm6`/`tmm7`.
 ///
 /// # Safety
-/// [`X16_TILE_CONFIG`] loaded; `tmm6`/`tmm7` hold the block's `B` halves.
+/// [`X16_TILE_CONFIG`] or a [`NARROW_TILE_CONFIGS`] entry loaded (`C` and `A` tiles of the same
+/// rows, at most 16, `B` tiles 16 x 64); `tmm6`/`tmm7` hold the block's `B` halves.
 #[inline(always)]
 unsafe fn sums_1x1<X: Tiles>(t: &mut X, a: &ActTile16, c: &mut CTiles) {
-    // SAFETY: every tile is configured 16 x 64; each operand is 16 rows of 64 bytes.
+    // SAFETY: the shapes agree (the caller's configuration); each operand in memory is 16 rows of
+    // 64 bytes, as many as any configured tile reads or writes.
     unsafe {
         t.zero::<0>();
         t.load::<4>(tile_ptr(&a.qs[0]), 64);
@@ -293,7 +295,7 @@ unsafe fn sums_1x2<X: Tiles>(t: &mut X, a0: &ActTile16, a1: &ActTile16, c: &mut 
 /// halves in `tmm6`, `tmm7`, second halves in `tmm2`, `tmm3`.
 ///
 /// # Safety
-/// [`X16_TILE_CONFIG`] loaded.
+/// As [`sums_1x1`] (without its resident `B` halves).
 #[inline(always)]
 unsafe fn sums_2x1<X: Tiles>(t: &mut X, a: &ActTile16, b: &[BTiles; 2], c: &mut CTiles) {
     // SAFETY: as in sums_1x1.

@@ -226,8 +226,9 @@ fn tile_job<'a>(
 /// The tile kernel under [`TileModel`], on any machine: rows `rows` of `dst = W x A` from X16
 /// weights and a [`ActFormat::T16`] pack, element (row `r`, column `j`) at
 /// `dst[j * col_stride + r]`, with the tile chains arranged as `blocking` says. What
-/// `GGML_T2P_KERNEL=amx` computes natively (with [`BLOCKING`](super::amx::BLOCKING)) for batches
-/// of [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS) or more columns, for tests.
+/// `GGML_T2P_KERNEL=amx` computes natively for batches of [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS)
+/// or more columns (with [`Blocking::Narrow`] below [`AMX_WIDE_COLS`](super::table::AMX_WIDE_COLS),
+/// [`BLOCKING`](super::amx::BLOCKING) from there), for tests.
 ///
 /// With `simd_step`, the expansion, scale conversion and float step are the native kernel's AVX-512 code
 /// (x86-64 with AVX-512 VNNI only: [`Error::Unsupported`] elsewhere), so on such a CPU everything
@@ -268,8 +269,8 @@ pub fn gemm_model(
 }
 
 /// The native tile kernel with the chains arranged as `blocking` says, on one thread: what the
-/// `amx` level runs (with [`BLOCKING`](super::amx::BLOCKING)) for batches of
-/// [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS) or more columns; arguments as [`gemm_model`].
+/// `amx` level runs for batches of [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS) or more columns
+/// (the blocking by width as for [`gemm_model`]); arguments as [`gemm_model`].
 /// For comparing blockings on AMX hardware (`examples/levels`) and for tests; counts in
 /// [`native_tile_calls`].
 ///
@@ -341,9 +342,9 @@ fn gemm_x86(
 }
 
 /// How many times the native AMX tile kernel (`tdpbssd` through `asm!`) has run in this process
-/// with `blocking`: one per job of a gemm on the `amx` level (with
-/// [`BLOCKING`](super::amx::BLOCKING)) with at least [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS)
-/// columns, and one per [`gemm_native`] call; 0
+/// with `blocking`: one per job of a gemm on the `amx` level with at least
+/// [`AMX_MIN_COLS`](super::table::AMX_MIN_COLS) columns (the blocking it runs at that width), and
+/// one per [`gemm_native`] call; 0
 /// where the level never ran (and on other architectures). For tests: the scalar model gives the
 /// same bits, and so do the blockings, so only this tells that the tile instructions themselves
 /// ran, and with which blocking.

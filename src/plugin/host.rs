@@ -318,7 +318,7 @@ impl Plugin {
 
     /// The bytes of the source format of an `n_rows x k` matrix of `type_id` that
     /// [`Plugin::repack`] wrote at `w` (`w_size` bytes), written to `dst` (`dst_size` bytes), as
-    /// `ggml_t2p_plugin_unpack` says ([`crate::checked`]'s `unpack_checked`).
+    /// `ggml_t2p_plugin_unpack` says (the crate's `checked::unpack_checked`).
     ///
     /// # Errors
     /// As [`Plugin::layout`], then as `ggml_t2p_plugin_unpack`.
