@@ -87,6 +87,11 @@ impl Tiles for TileModel {
 
     unsafe fn load<const T: u8>(&mut self, p: *const u8, stride: usize) {
         let (rows, colsb) = self.shape(T);
+        MODEL_ROWS_LOADED.with(|n| {
+            let mut v = n.get();
+            v[usize::from(T)] += rows as u64;
+            n.set(v);
+        });
         let tile = &mut self.t[usize::from(T)];
         *tile = [[0; 64]; 16];
         for (r, row) in tile.iter_mut().enumerate().take(rows) {
@@ -149,6 +154,15 @@ impl Tiles for TileModel {
 std::thread_local! {
     /// `tdpbssd` run by this thread's [`TileModel`]s, by `C` tile ([`model_dpbssd_counts`]).
     static MODEL_DPBSSD: core::cell::Cell<[u64; 8]> = const { core::cell::Cell::new([0; 8]) };
+    /// Rows loaded by this thread's [`TileModel`]s, by tile ([`model_rows_loaded`]).
+    static MODEL_ROWS_LOADED: core::cell::Cell<[u64; 8]> = const { core::cell::Cell::new([0; 8]) };
+}
+
+/// How many rows the [`TileModel`]s of the calling thread have loaded (`tileloadd`), by tile,
+/// since the thread started: the configured rows of each load. For tests: it tells the
+/// configuration a kernel ran with (e.g. [`Blocking::Narrow`]'s `A` tiles of one row per column).
+pub fn model_rows_loaded() -> [u64; 8] {
+    MODEL_ROWS_LOADED.with(|n| n.get())
 }
 
 /// How many `tdpbssd` the [`TileModel`]s of the calling thread have run, by `C` tile

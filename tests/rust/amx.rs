@@ -11,7 +11,9 @@ use common::{random_acts, random_pq2_0, random_ptq1_0, Rng};
 use ggml_t2p::format::{BlockQ8K, BlockX16, QK};
 use ggml_t2p::kernels::act_pack::{ActFormat, ActPack};
 use ggml_t2p::kernels::amx::{pass_groups, Blocking, PASS_TILES};
-use ggml_t2p::kernels::amx_model::{gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts};
+use ggml_t2p::kernels::amx_model::{
+    gemm_model, gemm_native, gemm_without_tiles, model_dpbssd_counts, model_rows_loaded,
+};
 use ggml_t2p::kernels::table::{AMX_MIN_COLS, AMX_WIDE_COLS};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{repack_pq2_0_to_x16, repack_ptq1_0_to_x16, repacked_blocks, Layout};
@@ -199,6 +201,30 @@ fn model_kernel_every_width_bit_exact() {
     }
     assert_eq!(checked, variants().len() * 68 * (1..=40).sum::<usize>());
     println!("amx model: {checked} outputs, widths 1..=40, float steps {:?}, bit-identical to the reference", steps());
+}
+
+/// The narrow tiles load their `A` tiles (`tmm4`, `tmm5`) with one row per column of the group:
+/// per (row-tile pair or lone tile, block) one load of each half, `m` rows for a group of `m`
+/// columns, so over a batch the rows loaded are the number of such sets x blocks x columns (a
+/// configuration of 16-row `A` tiles would load 16 per group). The 2x2 tiles load 16 rows per group.
+#[test]
+fn narrow_tiles_load_one_row_per_column() {
+    for n_cols in [1, 5, 15, 16, 20, 33] {
+        let c = case(0xB0B0 + n_cols as u64, 68, 384, n_cols, false);
+        let mut y = vec![0.0f32; 68 * n_cols];
+        let (sets, nb) = (68usize.div_ceil(16).div_ceil(2) as u64, 3u64);
+        let before = model_rows_loaded();
+        gemm_model(&c.weights(), &c.pack().view(), &mut y, 68, 0..68, false, Blocking::Narrow).unwrap();
+        let after = model_rows_loaded();
+        let a_rows = [after[4] - before[4], after[5] - before[5]];
+        assert_eq!(a_rows, [sets * nb * n_cols as u64; 2], "narrow, {n_cols} columns: A rows loaded");
+        let before = model_rows_loaded();
+        gemm_model(&c.weights(), &c.pack().view(), &mut y, 68, 0..68, false, Blocking::TwoByTwo).unwrap();
+        let after = model_rows_loaded();
+        // 2x2: every A tile it loads is a whole 16-row tile, padding columns included
+        let a2 = [after[4] - before[4], after[5] - before[5]];
+        assert!(a2.iter().all(|&r| r > 0 && r % 16 == 0), "2x2, {n_cols} columns: A rows {a2:?}");
+    }
 }
 
 /// Shapes: k = 128 (one block, odd), 256, 640; rows a multiple of 16 and not; both sources; 300
