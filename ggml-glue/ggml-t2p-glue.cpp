@@ -10,7 +10,8 @@
 // file pages, and counts it for the load line). On an RPC worker (the patch's ggml-rpc.cpp hunks)
 // every tensor of the client's buffers lands here: what is not a weight we take is stored as a CPU
 // buffer stores it (repacked() decides, from the tensor alone), and a repacked weight read back
-// or written in part goes through its source bytes (ggml_t2p_plugin_unpack). Each MUL_MAT asks for the work plan, every thread
+// or written in part goes through its source bytes (ggml_t2p_plugin_unpack). Each MUL_MAT asks
+// for the work plan, every thread
 // quantizes and packs its share of src1 into the work buffer (ggml_t2p_plugin_act_prepare), meets
 // at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). A GET_ROWS
 // on our weights (the token embedding; accepted so that a tied LM head and its embedding are one
