@@ -630,9 +630,12 @@ fn main() {
             "case", "best ms", "median ms", "GB/s", "Gweights/s", "of read"
         );
         let best: Vec<f64> = times.iter().map(|v| v.iter().copied().fold(f64::INFINITY, f64::min)).collect();
-        for (c, name) in names.iter().enumerate() {
+        let median = |c: usize| {
             let mut v = times[c].clone();
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v[v.len() / 2]
+        };
+        for (c, name) in names.iter().enumerate() {
             let b =
                 if name.starts_with("P16") || name == "read P16 bytes" { bytes(p16_bytes) } else { bytes(x16_bytes) };
             // X16 cases against the faster of the two X16 reads (one stream, the gemv's order)
@@ -643,7 +646,7 @@ fn main() {
                 "{:<16} {:>10.2} {:>10.2} {:>10.1} {:>12.1} {:>9}",
                 name,
                 best[c] / 1e6,
-                v[v.len() / 2] / 1e6,
+                median(c) / 1e6,
                 b / best[c],
                 (rows * k) as f64 / best[c],
                 share
@@ -652,11 +655,6 @@ fn main() {
         if !cols.is_empty() {
             // time of n columns over the same level's gemv, best and median against best and median
             println!("\nthreads {nt}: n columns against one (x gemv: best / median)");
-            let median = |c: usize| {
-                let mut v = times[c].clone();
-                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                v[v.len() / 2]
-            };
             for l in &levels {
                 let gemv = names.iter().position(|x| *x == format!("X16 {}", l.name())).unwrap();
                 let cells: Vec<String> = cols

@@ -171,8 +171,12 @@ def bad_input(port, log_path, say):
     say(f"bad input: worker 127.0.0.1:{port}, RPC protocol {c.version}")
     ne0, ne1 = 512, 32                      # two row tiles of 16, four blocks per row
     size = nbytes(PQ2_0, ne0, ne1)
-    c.alloc_size(tensor(PQ2_0, ne0, ne1, 0, 0, "size"))   # as a patched client does first
-    ptr, got, base = c.alloc(4 * size)
+
+    def fresh_buffer(conn, n):
+        conn.alloc_size(tensor(PQ2_0, ne0, ne1, 0, 0, "size"))   # a patched client's first question
+        return conn.alloc(n)
+
+    ptr, got, base = fresh_buffer(c, 4 * size)
     w = tensor(PQ2_0, ne0, ne1, ptr, base, "w")
     src = pq2_blocks(rng, ne0 // 128 * ne1)
     c.set_tensor(w, 0, src)
@@ -229,10 +233,6 @@ def bad_input(port, log_path, say):
         say(f"  {what}: {outcome}; worker log: {logged}; {'ok, worker answers' if ok else 'FAILED'}")
         if not ok:
             failures.append(what)
-
-    def fresh_buffer(conn, n):
-        conn.alloc_size(tensor(PQ2_0, ne0, ne1, 0, 0, "size"))   # a patched client's first question
-        return conn.alloc(n)
 
     def out_of_bounds(conn):
         p, g, b = fresh_buffer(conn, size)

@@ -449,14 +449,8 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
             for gl in 0..ng {
                 let c0 = 16 * (g0 + gl);
                 for r in 0..nr {
-                    let r0 = X16_ROWS * (t + r);
-                    let n_rows = X16_ROWS.min(job.n_rows - r0);
-                    for (m, srow) in sumf.0[gl * nr + r].iter().enumerate().take(job.n_cols - c0) {
-                        for (n, &v) in srow.iter().enumerate().take(n_rows) {
-                            // SAFETY: the job owns rows r0 .. r0 + n_rows of every column (validated).
-                            unsafe { job.out.write(r0 + n, c0 + m, v) };
-                        }
-                    }
+                    // SAFETY: the job's row tile t + r, columns c0 .. n_cols.
+                    unsafe { write_sums(job, &sumf.0[gl * nr + r], t + r, c0, job.n_cols - c0) };
                 }
             }
             t += nr;
@@ -464,6 +458,23 @@ pub(crate) unsafe fn gemm_x16_tiles<T: Tiles, S: VectorOps>(
         g0 += ng;
     }
     drop(s);
+}
+
+/// The float sums of row tile `t` for columns `c0 ..` (`acc[column][row]`, at most `cols` of its 16
+/// columns) into the job's output; a partial last tile's padding rows are never stored.
+///
+/// # Safety
+/// The job owns row tile `t`, and columns `c0 .. c0 + min(cols, 16)` are inside its output.
+#[inline(always)]
+unsafe fn write_sums(job: &Job<'_, BlockX16, ActTile16>, acc: &[[f32; 16]; 16], t: usize, c0: usize, cols: usize) {
+    let r0 = X16_ROWS * t;
+    let n_rows = X16_ROWS.min(job.n_rows - r0);
+    for (m, srow) in acc.iter().enumerate().take(cols) {
+        for (n, &v) in srow.iter().enumerate().take(n_rows) {
+            // SAFETY: the job owns rows r0 .. r0 + n_rows of these columns (the caller's contract).
+            unsafe { job.out.write(r0 + n, c0 + m, v) };
+        }
+    }
 }
 
 /// Block `i` of row tiles `t .. t + nr` expanded into `b` and its scales into `dw`, the weights
@@ -562,14 +573,8 @@ unsafe fn narrow<T: Tiles, S: VectorOps>(tiles: &mut T, job: &Job<'_, BlockX16, 
                 }
             }
             for (r, acc) in sumf.0.iter().enumerate().take(nr) {
-                let r0 = X16_ROWS * (t + r);
-                let n_rows = X16_ROWS.min(job.n_rows - r0);
-                for (col, srow) in acc.iter().enumerate().take(m) {
-                    for (n, &v) in srow.iter().enumerate().take(n_rows) {
-                        // SAFETY: the job owns rows r0 .. r0 + n_rows of every column (validated).
-                        unsafe { job.out.write(r0 + n, c0 + col, v) };
-                    }
-                }
+                // SAFETY: the job's row tile t + r, columns c0 .. c0 + m.
+                unsafe { write_sums(job, acc, t + r, c0, m) };
             }
             t += nr;
         }

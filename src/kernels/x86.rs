@@ -348,7 +348,7 @@ pub(crate) const PF_MIN_COLS: usize = 4;
 
 /// Prefetches the 544 bytes of `b` into L1 (`prefetcht0`, a hint: never faults).
 #[inline(always)]
-fn prefetch_block(b: &BlockX16) {
+pub(crate) fn prefetch_block(b: &BlockX16) {
     let p = (b as *const BlockX16).cast::<i8>();
     for line in 0..core::mem::size_of::<BlockX16>().div_ceil(64) {
         // SAFETY: the address is inside `b` (offsets 0, 64, .., 512 of its 544 bytes); a prefetch

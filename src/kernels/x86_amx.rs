@@ -142,12 +142,7 @@ impl VectorOps for Avx512Ops {
     }
     #[inline(always)]
     fn prefetch(blk: &BlockX16) {
-        let p = (blk as *const BlockX16).cast::<i8>();
-        for line in 0..core::mem::size_of::<BlockX16>().div_ceil(64) {
-            // SAFETY: the address is inside `blk` (offsets 0, 64, .., 512 of its 544 bytes); a
-            // prefetch reads nothing architecturally and never faults.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line)) }
-        }
+        super::x86::prefetch_block(blk)
     }
 }
 
