@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +40,33 @@ PY = sys.executable or "python3"   # the project's environment once its stage ra
 
 class StageFail(Exception):
     """The running stage failed (the message says how)."""
+
+
+# Below this much free space where the build writes, a failing stage is most likely the disk (a
+# cross build of the tests writes about 1 GiB, the host tests about 2).
+LOW_DISK = 3 << 30
+ERROR_LINE = re.compile(r"error|FAIL|failed|panicked|No space left|Killed|cannot|not found", re.I)
+
+
+def free_space_text():
+    """Free space of the file systems the stages write to (the checkout's target/ and the temporary
+    folder), as one line; the second value says whether any is below LOW_DISK."""
+    parts, low = [], False
+    for label, path in (("checkout", ROOT), ("temporary folder", tempfile.gettempdir())):
+        try:
+            free = shutil.disk_usage(path).free
+        except OSError:
+            continue
+        low |= free < LOW_DISK
+        parts.append(f"{label} {path}: {free / (1 << 30):.1f} GiB free")
+    return "; ".join(parts), low
+
+
+def error_lines(lines, keep=12):
+    """The last `keep` lines of a failed command's output that look like its reason (or, when none
+    does, its last lines), for the end of the log, which is what a truncated CI log still shows."""
+    bad = [line.rstrip() for line in lines if ERROR_LINE.search(line)]
+    return (bad or [line.rstrip() for line in lines])[-keep:]
 
 
 class Run:
@@ -62,6 +90,10 @@ class Run:
             print(f"-- {name}: FAIL ({t} s)", file=sys.stderr, flush=True)
             self.summary.append((name, "FAIL", t))
             self.print_summary(sys.stderr)
+            # The reason again after the summary: a CI log cut in the middle still ends with it.
+            print(f"test-all: {name} failed: {e}", file=sys.stderr)
+            space, low = free_space_text()
+            print(f"test-all: {space}" + (" (low: the likely cause)" if low else ""), file=sys.stderr)
             print(f"test-all: FAIL ({int(time.monotonic() - self.start)} s)", file=sys.stderr, flush=True)
             sys.exit(1)
         t = int(time.monotonic() - t0)
@@ -108,7 +140,8 @@ def tee(cmd, path):
             f.write(line)
             lines.append(line)
     if p.returncode != 0:
-        raise StageFail(f"{' '.join(cmd)} exited with status {p.returncode}")
+        why = "\n".join("    " + line for line in error_lines(lines))
+        raise StageFail(f"{' '.join(cmd)} exited with status {p.returncode}; its last error lines:\n{why}")
     return "".join(lines)
 
 
@@ -155,6 +188,8 @@ def main():
     os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
 
     def toolchain_stage():
+        space, low = free_space_text()
+        print(f"test-all: {space}" + (" (low: builds may fail)" if low else ""))
         if sys.platform.startswith("linux") and shutil.which("apt-get"):
             toolchain.ensure_host(install)
             toolchain.ensure_venv(install)
@@ -200,7 +235,8 @@ def main():
                 print(line)
         if status != 0:
             print("\n".join(text[-60:]), file=sys.stderr)
-            raise StageFail(f"host tests FAILED (full log: {log})")
+            why = "\n".join("    " + line for line in error_lines(text))
+            raise StageFail(f"host tests FAILED (full log: {log}); the last error lines:\n{why}")
         # the levels the suite ran natively, from the oracle's summary line ("X16/avx2", ...)
         oracle = next((line for line in text if line.startswith("oracle:")), "")
         levels = []

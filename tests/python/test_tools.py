@@ -325,6 +325,37 @@ class StandIn(unittest.TestCase):
         self.assertIn("skipped", runs["ppl"][1])
 
 
+test_all = load("test_all_under_test", "test-all.py")
+
+
+class StageFailure(unittest.TestCase):
+    """A failed stage's reason reaches the end of test-all's log (a CI log cut in the middle keeps
+    its end), with the free disk space."""
+
+    def test_the_reason_lines_are_kept(self):
+        lines = ["   Compiling a", "error: linking with `cc` failed: exit status: 1",
+                 "  = note: No space left on device", "warning: x", "done"]
+        self.assertEqual(test_all.error_lines(lines), [lines[1], lines[2]])
+
+    def test_without_a_reason_the_last_lines(self):
+        lines = [f"line {i}" for i in range(30)]
+        self.assertEqual(test_all.error_lines(lines, keep=3), ["line 27", "line 28", "line 29"])
+
+    def test_tee_puts_the_reason_in_the_failure(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(test_all.StageFail) as e:
+                test_all.tee([sys.executable, "-c", "print('ok'); print('error: the cause'); raise SystemExit(3)"],
+                             os.path.join(d, "out"))
+        self.assertIn("status 3", str(e.exception))
+        self.assertIn("error: the cause", str(e.exception))
+
+    def test_free_space_is_stated(self):
+        text, low = test_all.free_space_text()
+        self.assertRegex(text, r"checkout .*: \d+\.\d GiB free")
+        self.assertEqual(low, min(shutil.disk_usage(test_all.ROOT).free,
+                                  shutil.disk_usage(tempfile.gettempdir()).free) < test_all.LOW_DISK)
+
+
 x86emu = load("x86_emu_under_test", "x86-emu.py")
 
 
