@@ -34,7 +34,7 @@ import toolchain  # noqa: E402
 
 OTHER_TARGETS = ("aarch64-pc-windows-msvc", "aarch64-apple-darwin", "x86_64-pc-windows-msvc")
 HOST_LOG_LINES = re.compile(
-    r"^(golden|oracle|split|kernels|ptq1_0 digits|c abi|this CPU|fork smoke|release smoke)|test result|FAILED|panicked")
+    r"^(golden|oracle|split|kernels|ptq1_0 digits|c abi|this CPU|fork smoke|release smoke|distance)|test result|FAILED|panicked")
 PY = sys.executable or "python3"   # the project's environment once its stage ran
 
 
