@@ -96,6 +96,13 @@ X86_KERNELS = [
     ("gemv_x16_16x1_q8_k_avx512vnni", "X16 gemv (AVX-512 VNNI)", "vpdpbusd", 32, 16, "vnni", ["sapphirerapids", "znver4"]),
     ("gemm_x16_16x8_q8_k_avx512vnni", "X16 gemm 16x8 (AVX-512 VNNI)", "vpdpbusd", 256, 128, "vnni", ["sapphirerapids", "znver4"]),
 ]
+# The hybrid's gated delta rule on NEON (src/hybrid/neon.rs, inlined into GatedDeltaNet::run): the
+# loop over state rows at S = 128 has no inner loop, so one iteration is one state row and token:
+# symbol fragment, label, vector FMAs per iteration (3 x 128 / 4: key dot, update, query dot), the
+# FP instructions whose issue the row's bound is.
+HYBRID_ARM = [("13GatedDeltaNet3run", "gated delta rule, one state row x token (S 128)", 3 * 128 // 4,
+               ("fmla", "fmul", "fadd", "faddp"))]
+
 # Bonsai 2 27B matmul shapes (rows x k) for the outside-loop line, and the batches
 SHAPES_27B = [(5120, 17408), (17408, 5120), (5120, 6144), (6144, 5120)]
 OL_BATCHES = [("gemv", 1, "dotprod"), ("gemm4", 4, "i8mm"), ("gemm64", 64, "i8mm"), ("gemm4 sdot", 4, "dotprod")]
@@ -221,7 +228,7 @@ def mca(snippet, triple, core, iterations=200, mac=None):
     rt = 0.0
     for line in info.splitlines():
         m = re.match(r"^\s*\d+\s+\d+\s+([\d.]+)\s+(?:[*U]\s+)*(?:\{vex\}\s+)?([a-z][a-z0-9.]*)", line)
-        if m and m.group(2) == mac:
+        if m and m.group(2) in ((mac,) if isinstance(mac, str) else mac):
             rt += float(m.group(1))
     return insns / iterations, total / iterations, rt
 
@@ -247,6 +254,28 @@ def mac_key(mac, line):
     width = "zmm" if "%zmm" in line else "ymm" if "%ymm" in line else "xmm"
     vex = "{vex} " if "{vex}" in line else ""
     return f"{vex}{mac} {width}" + (" mem" if "(" in line else "")
+
+
+def model_hybrid(asm, cores):
+    """The hybrid rows (HYBRID_ARM) on each aarch64 core: instructions and cycles per state row and
+    token, and the FP instructions' issue (their reciprocal throughputs over the modeled cycles)."""
+    rows = []
+    for frag, label, fmla, fp in HYBRID_ARM:
+        body = function_body(asm, frag)
+        found = [(hi - lo, lo, hi) for lo, hi in loops(body)
+                 if sum(1 for l in instructions(body[lo:hi + 1]) if mnemonic(l) == "fmla") == fmla]
+        if not found:
+            print(f"{label:48} (no loop with {fmla} fmla found)")
+            continue
+        _, lo, hi = min(found)
+        snippet = loop_text(body, lo, hi, "//")
+        spills = sum(1 for l in instructions(snippet.splitlines()) if "[sp" in l)
+        for core in cores:
+            ins, cyc, fp_cycles = mca(snippet, "aarch64", core, mac=fp)
+            print(f"{label:48} {core:15} {ins:6.0f} {cyc:8.2f} {100 * fp_cycles / cyc:8.0f}% {spills:7}")
+            rows.append(dict(kernel=label, core=core, instructions=ins, cycles=cyc, fp_issue=fp_cycles / cyc,
+                             stack_accesses=spills))
+    return rows
 
 
 def model_rows(asm, kernels, triple, cores, comment, stock_for, has_isa, limits=None):
@@ -650,6 +679,14 @@ def main():
                                 lambda k, c: (STOCK_ARM["instr"], STOCK_ARM["cycles"][c]),
                                 lambda k, c: k[2] != "smmla" or ARM_CORES[c][1])
         print("(smmla rows only for cores with FEAT_I8MM: Neoverse-N1 has none)")
+        print()
+        print("the hybrid's float ops (NEON path), per iteration of the loop over state rows:")
+        hh = f"{'op':48} {'core':15} {'instr':>6} {'cycles':>8} {'FP issue':>9} {'stack':>7}"
+        print(hh)
+        print("-" * len(hh))
+        out["hybrid_arm"] = model_hybrid(asm, cores)
+        print("FP issue: the loop's fmla/fmul/fadd/faddp x their reciprocal throughput over its modeled cycles (100% = the")
+        print("row runs at the FP pipes' limit); stack: instructions of the loop that address the stack (spills)")
     if x86_cores:
         for c in x86_cores:
             out["models"][c] = check_model("x86_64", c, X86_CORES.get(c))

@@ -3,6 +3,7 @@
 
 use super::{ConvOut, ConvTile, Rows, MAX_CONV};
 use core::arch::aarch64::*;
+use core::hint::black_box;
 
 /// [`super::reference::reduce16`] of four q registers: `l + 8` pairs q0 with q2 and q1 with q3,
 /// `l + 4` the two results, `l + 2` the halves, `l + 1` the last pair.
@@ -16,51 +17,71 @@ fn reduce16(v: [float32x4_t; 4]) -> f32 {
     vget_lane_f32::<0>(p) + vget_lane_f32::<1>(p)
 }
 
-/// `(acc0 + acc2) + (acc1 + acc3)` per lane, then [`reduce16`].
+/// `(acc0 + acc2) + (acc1 + acc3)` per lane, then [`reduce16`]; `acc[4a + h]` holds lanes
+/// `4h..4h + 4` of accumulator `a`.
 #[inline]
 #[target_feature(enable = "neon")]
-fn reduce_acc(acc: &[[float32x4_t; 4]; 4]) -> f32 {
+fn reduce_acc(acc: &[float32x4_t; 16]) -> f32 {
     let mut t = [vdupq_n_f32(0.0); 4];
-    for (q, s) in t.iter_mut().enumerate() {
-        *s = vaddq_f32(vaddq_f32(acc[0][q], acc[2][q]), vaddq_f32(acc[1][q], acc[3][q]));
+    for (h, s) in t.iter_mut().enumerate() {
+        *s = vaddq_f32(vaddq_f32(acc[h], acc[8 + h]), vaddq_f32(acc[4 + h], acc[12 + h]));
     }
     reduce16(t)
 }
 
-/// The gated delta rule's rows with NEON (the scaled row goes through L1 between the passes).
+/// The gated delta rule's rows with NEON (the scaled row goes through L1 between the passes),
+/// for rows of 64, 128 or 256 floats.
 ///
 /// # Safety
-/// As [`super::reference::gdn_rows`].
-#[target_feature(enable = "neon")]
+/// As [`super::reference::gdn_rows`]; `r.s` is 64, 128 or 256.
 pub(crate) unsafe fn gdn_rows(r: &Rows) {
+    // SAFETY: forwarded.
+    unsafe {
+        match r.s {
+            64 => gdn_rows_c::<1>(r),
+            128 => gdn_rows_c::<2>(r),
+            _ => gdn_rows_c::<4>(r),
+        }
+    }
+}
+
+/// [`gdn_rows`] for rows of `64 * C` floats: a first pass for the key dot, then a second that
+/// scales the row again (the same bits), updates and stores it and takes the query dot. Q
+/// register `i` of each 64 floats (`o = 64c + 4i`) goes into accumulator vector `i` (accumulator
+/// `i / 4`, lanes `4 (i % 4)..`): the contract's order. The accumulators are one flat array with
+/// constant indices, and the key and query pointers pass through [`black_box`] once per row:
+/// without that the compiler kept a 128-wide row's key and query (64 q registers) live across
+/// rows, and the first pass stored the scaled row for the second, and both spilled (rustc 1.96:
+/// 601 instructions per row at S = 128, 191 of them on the stack; tools/cycle-model.py's hybrid
+/// rows give the figures now).
+#[target_feature(enable = "neon")]
+unsafe fn gdn_rows_c<const C: usize>(r: &Rows) {
     let zero = vdupq_n_f32(0.0);
     for j in 0..r.n {
-        // SAFETY: row j of n rows of s floats; k and q hold s floats; each vector of the row is
-        // read before it is written.
+        // SAFETY: row j of n rows of 64 * C floats; k and q hold 64 * C floats; each vector of
+        // the row is read before it is written.
         unsafe {
-            let src = r.src.add(j * r.s);
-            let dst = r.dst.add(j * r.s);
-            let mut acc = [[zero; 4]; 4];
-            for c in 0..r.s / 64 {
-                for (a, lanes) in acc.iter_mut().enumerate() {
-                    for (h, s) in lanes.iter_mut().enumerate() {
-                        let o = 64 * c + 16 * a + 4 * h;
-                        let x = vmulq_n_f32(vld1q_f32(src.add(o)), r.e);
-                        vst1q_f32(dst.add(o), x);
-                        *s = vfmaq_f32(*s, x, vld1q_f32(r.k.add(o)));
-                    }
+            let src = r.src.add(j * 64 * C);
+            let dst = r.dst.add(j * 64 * C);
+            let k = black_box(r.k);
+            let mut acc = [zero; 16];
+            for c in 0..C {
+                for (i, s) in acc.iter_mut().enumerate() {
+                    let o = 64 * c + 4 * i;
+                    let x = vmulq_n_f32(vld1q_f32(src.add(o)), r.e);
+                    *s = vfmaq_f32(*s, x, vld1q_f32(k.add(o)));
                 }
             }
             let delta = (*r.v.add(j) - reduce_acc(&acc)) * r.beta;
-            let mut acc = [[zero; 4]; 4];
-            for c in 0..r.s / 64 {
-                for (a, lanes) in acc.iter_mut().enumerate() {
-                    for (h, s) in lanes.iter_mut().enumerate() {
-                        let o = 64 * c + 16 * a + 4 * h;
-                        let y = vfmaq_n_f32(vld1q_f32(dst.add(o)), vld1q_f32(r.k.add(o)), delta);
-                        vst1q_f32(dst.add(o), y);
-                        *s = vfmaq_f32(*s, y, vld1q_f32(r.q.add(o)));
-                    }
+            let (k, q) = (black_box(r.k), black_box(r.q));
+            let mut acc = [zero; 16];
+            for c in 0..C {
+                for (i, s) in acc.iter_mut().enumerate() {
+                    let o = 64 * c + 4 * i;
+                    let x = vmulq_n_f32(vld1q_f32(src.add(o)), r.e);
+                    let y = vfmaq_n_f32(x, vld1q_f32(k.add(o)), delta);
+                    vst1q_f32(dst.add(o), y);
+                    *s = vfmaq_f32(*s, y, vld1q_f32(q.add(o)));
                 }
             }
             *r.out.add(j) = reduce_acc(&acc) * r.scale;
