@@ -27,7 +27,10 @@
 //! ggml-cpu/ops.cpp and vec.cpp): against stock built with AVX-512 the outputs are the same bits;
 //! against stock built for AVX2 or NEON (8- or 4-lane sums) only the dot's order differs.
 //! Rows are independent of each other, so a row's tokens run back to back while the rows of a
-//! block stay in L1 (the state is read and written once per ubatch, not once per token).
+//! block stay in L1 (the state is read and written once per ubatch, not once per token). Between
+//! two tokens of a ubatch a row is kept as `M[j] * e` of the next token, the product that token's
+//! first step computes, so each element is multiplied once per token (the same rounded values;
+//! the state written at the end of the ubatch is `M`).
 //!
 //! **Short conv**, per sequence, token `t` and channel `c`, kernel width `n` (`d_conv`):
 //! `y[t][c] = fma(x[c][t+n-1], w[c][n-1], .. fma(x[c][t], w[c][0], +0.0))`: the taps in order, one
@@ -286,17 +289,35 @@ impl GatedDeltaNet {
             let s_in = self.state.data.add(head);
             let s_out = self.dst.add(out_len + head);
             let scale = 1.0f32 / (s as f32).sqrt();
+            let gate = |t: usize| (*self.g.data.add(self.g.at(h, t, sq))).exp();
+            let mut e = gate(0);
             for t in 0..t_n {
                 let qt = self.q.data.add(self.q.at(iq1, t, iq3));
                 let kt = self.k.data.add(self.k.at(ik1, t, ik3));
                 let vt = self.v.data.add(self.v.at(h, t, sq) + j0);
-                let gi = self.g.at(h, t, sq);
-                let e = (*self.g.data.add(gi)).exp();
+                let e_next = if t + 1 < t_n { Some(gate(t + 1)) } else { None };
                 let beta = *self.beta.data.add(self.beta.at(h, t, sq));
                 let out = self.dst.add(((sq * t_n + t) * self.h + h) * s + j0);
-                let src = if t == 0 { s_in } else { s_out as *const f32 };
-                let rows = Rows { s, n: GDN_UNIT_ROWS, src, dst: s_out, k: kt, q: qt, v: vt, e, beta, scale, out };
+                // After the first token the rows in `s_out` are already scaled by this token's `e`
+                // (the previous token stored `r * e_next`); the last token stores `r` itself.
+                let (src, pre_scaled) = if t == 0 { (s_in, false) } else { (s_out as *const f32, true) };
+                let rows = Rows {
+                    s,
+                    n: GDN_UNIT_ROWS,
+                    src,
+                    dst: s_out,
+                    k: kt,
+                    q: qt,
+                    v: vt,
+                    e,
+                    beta,
+                    scale,
+                    out,
+                    pre_scaled,
+                    e_next,
+                };
                 rows.run(path);
+                e = e_next.unwrap_or(e);
             }
         }
     }
@@ -327,6 +348,14 @@ pub(crate) struct Rows {
     pub scale: f32,
     /// The token's outputs of these rows (`n` floats).
     pub out: *mut f32,
+    /// `src` holds the rows already scaled by `e` (`M[j] * e`, as the previous token stored them),
+    /// so no path multiplies them again.
+    pub pre_scaled: bool,
+    /// `Some(e')`: store each updated row scaled by the next token's `e'` (`r * e'`, the rounded
+    /// product that token's first step would compute) instead of `r`, so that the next token
+    /// reads its scaled rows (`pre_scaled`) and multiplies each element once, not once per pass.
+    /// The last token of a ubatch stores `r` (the state ggml keeps).
+    pub e_next: Option<f32>,
 }
 
 impl Rows {

@@ -38,9 +38,26 @@ pub(crate) unsafe fn gdn_rows(r: &Rows) {
     // SAFETY: forwarded.
     unsafe {
         match r.s {
-            64 => gdn_rows_c::<1>(r),
-            128 => gdn_rows_c::<2>(r),
-            _ => gdn_rows_c::<4>(r),
+            64 => gdn_rows_flags::<1>(r),
+            128 => gdn_rows_flags::<2>(r),
+            _ => gdn_rows_flags::<4>(r),
+        }
+    }
+}
+
+/// [`gdn_rows_c`] for `r`'s `pre_scaled` and `e_next` (constants there).
+///
+/// # Safety
+/// As [`gdn_rows`].
+#[target_feature(enable = "neon")]
+unsafe fn gdn_rows_flags<const C: usize>(r: &Rows) {
+    // SAFETY: forwarded.
+    unsafe {
+        match (r.pre_scaled, r.e_next.is_some()) {
+            (false, false) => gdn_rows_c::<C, false, false>(r),
+            (false, true) => gdn_rows_c::<C, false, true>(r),
+            (true, false) => gdn_rows_c::<C, true, false>(r),
+            (true, true) => gdn_rows_c::<C, true, true>(r),
         }
     }
 }
@@ -54,9 +71,14 @@ pub(crate) unsafe fn gdn_rows(r: &Rows) {
 /// rows, and the first pass stored the scaled row for the second, and both spilled (rustc 1.96:
 /// 601 instructions per row at S = 128, 191 of them on the stack; tools/cycle-model.py's hybrid
 /// rows give the figures now).
+///
+/// `PRE`: the rows come in scaled (no multiply in either pass); `NEXT`: they go out scaled by
+/// `e_next`.
 #[target_feature(enable = "neon")]
-unsafe fn gdn_rows_c<const C: usize>(r: &Rows) {
+unsafe fn gdn_rows_c<const C: usize, const PRE: bool, const NEXT: bool>(r: &Rows) {
     let zero = vdupq_n_f32(0.0);
+    let en = r.e_next.unwrap_or(1.0);
+    let scaled = |x: float32x4_t| if PRE { x } else { vmulq_n_f32(x, r.e) };
     for j in 0..r.n {
         // SAFETY: row j of n rows of 64 * C floats; k and q hold 64 * C floats; each vector of
         // the row is read before it is written.
@@ -68,7 +90,7 @@ unsafe fn gdn_rows_c<const C: usize>(r: &Rows) {
             for c in 0..C {
                 for (i, s) in acc.iter_mut().enumerate() {
                     let o = 64 * c + 4 * i;
-                    let x = vmulq_n_f32(vld1q_f32(src.add(o)), r.e);
+                    let x = scaled(vld1q_f32(src.add(o)));
                     *s = vfmaq_f32(*s, x, vld1q_f32(k.add(o)));
                 }
             }
@@ -78,9 +100,9 @@ unsafe fn gdn_rows_c<const C: usize>(r: &Rows) {
             for c in 0..C {
                 for (i, s) in acc.iter_mut().enumerate() {
                     let o = 64 * c + 4 * i;
-                    let x = vmulq_n_f32(vld1q_f32(src.add(o)), r.e);
+                    let x = scaled(vld1q_f32(src.add(o)));
                     let y = vfmaq_n_f32(x, vld1q_f32(k.add(o)), delta);
-                    vst1q_f32(dst.add(o), y);
+                    vst1q_f32(dst.add(o), if NEXT { vmulq_n_f32(y, en) } else { y });
                     *s = vfmaq_f32(*s, y, vld1q_f32(q.add(o)));
                 }
             }

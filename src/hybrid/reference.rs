@@ -50,6 +50,11 @@ pub fn gdn_row(row: &mut [f32], k: &[f32], q: &[f32], v: f32, e: f32, beta: f32,
     for x in row.iter_mut() {
         *x *= e;
     }
+    gdn_row_scaled(row, k, q, v, beta, scale)
+}
+
+/// [`gdn_row`] after its first step: `row` already holds `M[j] * e`.
+pub fn gdn_row_scaled(row: &mut [f32], k: &[f32], q: &[f32], v: f32, beta: f32, scale: f32) -> f32 {
     let delta = (v - dot(row, k)) * beta;
     for (x, &ki) in row.iter_mut().zip(k) {
         *x = fma_f32(ki, delta, *x);
@@ -57,7 +62,9 @@ pub fn gdn_row(row: &mut [f32], k: &[f32], q: &[f32], v: f32, e: f32, beta: f32,
     dot(row, q) * scale
 }
 
-/// [`gdn_row`] over a [`Rows`] job.
+/// [`gdn_row`] over a [`Rows`] job: with `pre_scaled` the rows come in already multiplied by
+/// `e` (the first step skipped), with `e_next` they go out multiplied by it (the next token's
+/// first step done here); the values in between are [`gdn_row`]'s.
 ///
 /// # Safety
 /// `r`'s pointers are valid for the sizes in its field docs (`src` may equal `dst`).
@@ -70,7 +77,14 @@ pub(crate) unsafe fn gdn_rows(r: &Rows) {
         // SAFETY: rows j < n of s floats; reading before writing, so src == dst is fine.
         unsafe {
             core::ptr::copy_nonoverlapping(r.src.add(j * r.s), row.as_mut_ptr(), r.s);
-            *r.out.add(j) = gdn_row(row, k, q, *r.v.add(j), r.e, r.beta, r.scale);
+            *r.out.add(j) = if r.pre_scaled {
+                gdn_row_scaled(row, k, q, *r.v.add(j), r.beta, r.scale)
+            } else {
+                gdn_row(row, k, q, *r.v.add(j), r.e, r.beta, r.scale)
+            };
+            if let Some(e_next) = r.e_next {
+                row.iter_mut().for_each(|x| *x *= e_next);
+            }
             core::ptr::copy_nonoverlapping(row.as_ptr(), r.dst.add(j * r.s), r.s);
         }
     }

@@ -22,9 +22,26 @@ pub(crate) unsafe fn gdn_rows_avx512(r: &Rows) {
     // SAFETY: forwarded.
     unsafe {
         match r.s {
-            64 => gdn_rows_512::<1>(r),
-            128 => gdn_rows_512::<2>(r),
-            _ => gdn_rows_512::<4>(r),
+            64 => gdn_rows_512_flags::<1>(r),
+            128 => gdn_rows_512_flags::<2>(r),
+            _ => gdn_rows_512_flags::<4>(r),
+        }
+    }
+}
+
+/// [`gdn_rows_512`] for `r`'s `pre_scaled` and `e_next` (constants there).
+///
+/// # Safety
+/// As [`gdn_rows_avx512`].
+#[target_feature(enable = "avx512f")]
+unsafe fn gdn_rows_512_flags<const C: usize>(r: &Rows) {
+    // SAFETY: forwarded.
+    unsafe {
+        match (r.pre_scaled, r.e_next.is_some()) {
+            (false, false) => gdn_rows_512::<C, false, false>(r),
+            (false, true) => gdn_rows_512::<C, false, true>(r),
+            (true, false) => gdn_rows_512::<C, true, false>(r),
+            (true, true) => gdn_rows_512::<C, true, true>(r),
         }
     }
 }
@@ -61,11 +78,14 @@ fn reduce16x16(t: &[__m512; 16]) -> __m512 {
 
 /// [`gdn_rows_avx512`] for rows of `64 * C` floats: per 16 rows, a first pass for the 16 key
 /// dots (reduced together), then a second that scales each row again (the same bits), updates and
-/// stores it and takes the 16 query dots.
+/// stores it and takes the 16 query dots. `PRE`: the rows come in scaled (no multiply in either
+/// pass); `NEXT`: they go out scaled by `e_next`.
 #[target_feature(enable = "avx512f")]
-unsafe fn gdn_rows_512<const C: usize>(r: &Rows) {
+unsafe fn gdn_rows_512<const C: usize, const PRE: bool, const NEXT: bool>(r: &Rows) {
     let zero = _mm512_setzero_ps();
     let e = _mm512_set1_ps(r.e);
+    let en = _mm512_set1_ps(r.e_next.unwrap_or(1.0));
+    let scaled = |x: __m512| if PRE { x } else { _mm512_mul_ps(x, e) };
     let mut k = [[zero; 4]; C];
     let mut q = [[zero; 4]; C];
     for c in 0..C {
@@ -87,7 +107,7 @@ unsafe fn gdn_rows_512<const C: usize>(r: &Rows) {
             for (c, kc) in k.iter().enumerate() {
                 for a in 0..4 {
                     // SAFETY: inside the row.
-                    let x = _mm512_mul_ps(unsafe { _mm512_loadu_ps(src.add(64 * c + 16 * a)) }, e);
+                    let x = scaled(unsafe { _mm512_loadu_ps(src.add(64 * c + 16 * a)) });
                     acc[a] = _mm512_fmadd_ps(x, kc[a], acc[a]);
                 }
             }
@@ -108,9 +128,9 @@ unsafe fn gdn_rows_512<const C: usize>(r: &Rows) {
                 let dst = r.dst.add((jb + i) * 64 * C);
                 for c in 0..C {
                     for a in 0..4 {
-                        let x = _mm512_mul_ps(_mm512_loadu_ps(src.add(64 * c + 16 * a)), e);
+                        let x = scaled(_mm512_loadu_ps(src.add(64 * c + 16 * a)));
                         let y = _mm512_fmadd_ps(k[c][a], dv, x);
-                        _mm512_storeu_ps(dst.add(64 * c + 16 * a), y);
+                        _mm512_storeu_ps(dst.add(64 * c + 16 * a), if NEXT { _mm512_mul_ps(y, en) } else { y });
                         acc[a] = _mm512_fmadd_ps(y, q[c][a], acc[a]);
                     }
                 }
@@ -138,8 +158,25 @@ fn reduce_acc_avx2(acc: &[[__m256; 2]; 4]) -> f32 {
 /// As [`super::reference::gdn_rows`]; the CPU has AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn gdn_rows_avx2(r: &Rows) {
+    // SAFETY: forwarded.
+    unsafe {
+        match (r.pre_scaled, r.e_next.is_some()) {
+            (false, false) => gdn_rows_256::<false, false>(r),
+            (false, true) => gdn_rows_256::<false, true>(r),
+            (true, false) => gdn_rows_256::<true, false>(r),
+            (true, true) => gdn_rows_256::<true, true>(r),
+        }
+    }
+}
+
+/// [`gdn_rows_avx2`] with `r`'s flags as constants. `PRE`: the rows come in scaled, so the first
+/// pass only reads them and the second reads them from `src`; otherwise the first pass stores
+/// the scaled row in `dst` for the second. `NEXT`: the rows go out scaled by `e_next`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gdn_rows_256<const PRE: bool, const NEXT: bool>(r: &Rows) {
     let zero = _mm256_setzero_ps();
     let e = _mm256_set1_ps(r.e);
+    let en = _mm256_set1_ps(r.e_next.unwrap_or(1.0));
     for j in 0..r.n {
         // SAFETY: row j of n rows of s floats; k and q hold s floats; each vector of the row is
         // read before it is written.
@@ -151,8 +188,13 @@ pub(crate) unsafe fn gdn_rows_avx2(r: &Rows) {
                 for (a, lanes) in acc.iter_mut().enumerate() {
                     for (h, s) in lanes.iter_mut().enumerate() {
                         let o = 64 * c + 16 * a + 8 * h;
-                        let x = _mm256_mul_ps(_mm256_loadu_ps(src.add(o)), e);
-                        _mm256_storeu_ps(dst.add(o), x);
+                        let x = if PRE {
+                            _mm256_loadu_ps(src.add(o))
+                        } else {
+                            let x = _mm256_mul_ps(_mm256_loadu_ps(src.add(o)), e);
+                            _mm256_storeu_ps(dst.add(o), x);
+                            x
+                        };
                         *s = _mm256_fmadd_ps(x, _mm256_loadu_ps(r.k.add(o)), *s);
                     }
                 }
@@ -164,8 +206,9 @@ pub(crate) unsafe fn gdn_rows_avx2(r: &Rows) {
                 for (a, lanes) in acc.iter_mut().enumerate() {
                     for (h, s) in lanes.iter_mut().enumerate() {
                         let o = 64 * c + 16 * a + 8 * h;
-                        let y = _mm256_fmadd_ps(_mm256_loadu_ps(r.k.add(o)), delta, _mm256_loadu_ps(dst.add(o)));
-                        _mm256_storeu_ps(dst.add(o), y);
+                        let x = _mm256_loadu_ps(if PRE { src.add(o) } else { dst.add(o) });
+                        let y = _mm256_fmadd_ps(_mm256_loadu_ps(r.k.add(o)), delta, x);
+                        _mm256_storeu_ps(dst.add(o), if NEXT { _mm256_mul_ps(y, en) } else { y });
                         *s = _mm256_fmadd_ps(y, _mm256_loadu_ps(r.q.add(o)), *s);
                     }
                 }
