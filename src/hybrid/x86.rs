@@ -5,6 +5,21 @@
 use super::{ConvOut, ConvTile, Rows, MAX_CONV};
 use core::arch::x86_64::*;
 
+/// Prefetches the line holding `p` into L1 (any address: a prefetch reads nothing
+/// architecturally and never faults).
+#[inline]
+pub(crate) fn prefetch(p: *const f32) {
+    // SAFETY: see above.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) }
+}
+
+/// Prefetches the line holding `p` for writing (`prefetchw`; any address).
+#[inline]
+pub(crate) fn prefetch_write(p: *mut f32) {
+    // SAFETY: as `prefetch`.
+    unsafe { _mm_prefetch::<_MM_HINT_ET0>(p.cast::<i8>()) }
+}
+
 /// The 8 lanes of `v` summed as lane `l` plus `l + 4`, then `+ 2`, then `+ 1`.
 #[inline]
 #[target_feature(enable = "avx")]
