@@ -61,6 +61,10 @@ pub const MAX_CONV: usize = 8;
 /// State rows per work unit of [`GatedDeltaNet`]: a 128-wide head's 32 rows are 16 KiB, so a unit's
 /// rows stay in L1 while its tokens run.
 pub const GDN_UNIT_ROWS: usize = 32;
+/// How many tokens ahead [`GatedDeltaNet`] prefetches a token's key, query, values and outputs
+/// (x86-64).
+#[cfg(target_arch = "x86_64")]
+const GDN_PF_TOKENS: usize = 4;
 /// Channels per work unit of [`SsmConv`] (one 16-lane vector).
 pub const CONV_UNIT_CHANNELS: usize = 16;
 /// Tokens per tile of [`SsmConv`]: the inputs of 16 channels x (64 + 7) tokens are 4.5 KiB.
@@ -303,6 +307,25 @@ impl GatedDeltaNet {
                 // After the first token the rows in `s_out` are already scaled by this token's `e`
                 // (the previous token stored `r * e_next`); the last token stores `r` itself.
                 let (src, pre_scaled) = if t == 0 { (s_in, false) } else { (s_out as *const f32, true) };
+                #[cfg(target_arch = "x86_64")]
+                if t + GDN_PF_TOKENS < t_n {
+                    // The key, query, values and outputs of a token a few ahead: each is a short
+                    // piece of a row H (or H_k) heads long, one row per token, out of the hardware
+                    // prefetchers' reach.
+                    let ta = t + GDN_PF_TOKENS;
+                    let qa = self.q.data.add(self.q.at(iq1, ta, iq3));
+                    let ka = self.k.data.add(self.k.at(ik1, ta, ik3));
+                    for l in (0..s).step_by(16) {
+                        x86::prefetch(qa.add(l));
+                        x86::prefetch(ka.add(l));
+                    }
+                    let va = self.v.data.add(self.v.at(h, ta, sq) + j0);
+                    let oa = self.dst.add(((sq * t_n + ta) * self.h + h) * s + j0);
+                    for l in (0..GDN_UNIT_ROWS).step_by(16) {
+                        x86::prefetch(va.add(l));
+                        x86::prefetch_write(oa.add(l));
+                    }
+                }
                 let rows = Rows {
                     s,
                     n: GDN_UNIT_ROWS,
