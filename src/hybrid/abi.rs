@@ -90,7 +90,7 @@ pub unsafe fn run_op(
     if op == OP_CONCAT {
         // SAFETY: the caller's views describe valid memory.
         let cat = unsafe { Concat::new(view(&srcs[0])?, view(&srcs[1])?, d) }?;
-        cat.run(split(cat.units(), nth, ith));
+        cat.run_with(path, split(cat.units(), nth, ith));
         return Ok(());
     }
     if op == OP_SSM_CONV {

@@ -12,7 +12,7 @@
 //! ggml's. Any F32 CONCAT with a dense destination is taken, along any dimension (found from the
 //! shapes: the one where the sources' sizes add up).
 
-use super::{overlaps, View};
+use super::{overlaps, FloatPath, View};
 use crate::error::Error;
 use core::ops::Range;
 
@@ -81,8 +81,15 @@ impl Concat {
         self.rows().div_ceil(CONCAT_UNIT_ROWS)
     }
 
-    /// Copies work units `units`.
+    /// Copies work units `units` with the portable code ([`Concat::run_with`] `Scalar`).
     pub fn run(&self, units: Range<usize>) {
+        self.run_with(FloatPath::Scalar, units);
+    }
+
+    /// Copies work units `units`; on the AVX-512F path (which the CPU must have) a unit of 16
+    /// rows whose source is a transposed view (16 adjacent floats per column, the conv input's new
+    /// tokens) is copied 16 x 16 floats at a time through registers. The same bits on every path.
+    pub fn run_with(&self, path: FloatPath, units: Range<usize>) {
         let (rows, d) = (self.rows(), self.dst);
         for u in units.start..units.end.min(self.units()) {
             let block = u * CONCAT_UNIT_ROWS..((u + 1) * CONCAT_UNIT_ROWS).min(rows);
@@ -127,9 +134,33 @@ impl Concat {
             // destination row with room for them; `new` checked every view.
             unsafe {
                 copy_rows(&seg_a[..na], self.a.ne[0], self.a.nb[0]);
-                copy_rows(&seg_b[..nb], self.b.ne[0], self.b.nb[0]);
+                if !self.transposed_block(path, &seg_b[..nb], &self.b) {
+                    copy_rows(&seg_b[..nb], self.b.ne[0], self.b.nb[0]);
+                }
             }
         }
+    }
+
+    /// Copies 16 rows from a transposed source (row `r`'s source row starts `r` floats after row
+    /// 0's, its elements `src.nb[0]` bytes apart) on the AVX-512F path; false (nothing copied)
+    /// when `path`, the rows or the source do not fit that.
+    ///
+    /// # Safety
+    /// As `copy_rows` for `pairs`, which must come from `src`.
+    #[allow(unused_variables)]
+    unsafe fn transposed_block(&self, path: FloatPath, pairs: &[(*const f32, *mut f32)], src: &View) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if path == FloatPath::Avx512 && pairs.len() == 16 && src.nb[0] != 4 && src.nb[0] % 4 == 0 {
+            let s0 = pairs[0].0;
+            if pairs.iter().enumerate().all(|(r, p)| p.0 == s0.wrapping_add(r)) {
+                let dst: [*mut f32; 16] = core::array::from_fn(|r| pairs[r].1);
+                // SAFETY: the caller's contract, and the rows' sources are the 16 adjacent floats
+                // of each column (checked just above).
+                unsafe { super::x86::transpose_copy_avx512(s0, src.nb[0] / 4, src.ne[0], &dst) };
+                return true;
+            }
+        }
+        false
     }
 
     /// The first float of row `(i1, i2, i3)` of `src` (the indices inside its shape).

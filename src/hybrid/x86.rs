@@ -265,6 +265,43 @@ pub(crate) unsafe fn conv_tile_avx2(
     }
 }
 
+/// Copies `n` columns of a transposed source into 16 destination rows: `src` is the first of 16
+/// adjacent floats (one per row) of column 0, `stride` floats between columns; row `r` gets
+/// `src[r + j * stride]` at `dst[r][j]`. Blocks of 16 columns go through [`transpose16`] (16
+/// loads, 16 stores), the source 32 columns ahead prefetched; the last `n % 16` columns one
+/// float at a time. A copy: the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F; the 16 floats at `src + j * stride` are readable for `j < n`, and each
+/// `dst[r]` has room for `n` floats, overlapping nothing read.
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn transpose_copy_avx512(src: *const f32, stride: usize, n: usize, dst: &[*mut f32; 16]) {
+    let mut j = 0;
+    while j + 16 <= n {
+        for k in 0..16 {
+            // A prefetch never faults: the column 32 on, both lines its 16 floats may touch.
+            let p = src.wrapping_add((j + 32 + k) * stride);
+            prefetch(p);
+            prefetch(p.wrapping_add(15));
+        }
+        // SAFETY: columns j .. j + 16 < n hold 16 readable floats each; rows have room for n.
+        unsafe {
+            let mut r: [__m512; 16] = core::array::from_fn(|k| _mm512_loadu_ps(src.add((j + k) * stride)));
+            transpose16(&mut r);
+            for (row, v) in dst.iter().zip(r) {
+                _mm512_storeu_ps(row.add(j), v);
+            }
+        }
+        j += 16;
+    }
+    for jj in j..n {
+        for (r, row) in dst.iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { *row.add(jj) = *src.add(jj * stride + r) };
+        }
+    }
+}
+
 /// Transposes 16 rows of 16 floats in place (row `i` lane `j` becomes row `j` lane `i`): 32-bit
 /// and 64-bit interleaves within 128-bit lanes, then two 128-bit shuffles.
 #[inline]

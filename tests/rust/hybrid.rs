@@ -523,8 +523,9 @@ fn naive_concat(a: &View, b: &View, ne: [usize; 4], dim: usize) -> Vec<u32> {
 fn concat_every_dim_and_split_is_ggml_copy() {
     let mut rng = Rng(0xCA7);
     // (a.ne, b.ne) per case; dst = a then b along the dimension where they differ
-    let cases: [([usize; 4], [usize; 4]); 6] = [
+    let cases: [([usize; 4], [usize; 4]); 7] = [
         ([3, 40, 1, 1], [37, 40, 1, 1]),  // the conv input: 3 kept + 37 tokens, 40 channels
+        ([3, 32, 2, 1], [20, 32, 2, 1]),  // two sequences of whole 16-row units
         ([3, 33, 2, 1], [1, 33, 2, 1]),   // one token, two sequences
         ([5, 7, 2, 1], [5, 9, 2, 1]),     // dim 1
         ([4, 3, 2, 2], [4, 3, 5, 2]),     // dim 2
@@ -551,22 +552,26 @@ fn concat_every_dim_and_split_is_ggml_copy() {
             };
             let want = naive_concat(&a, &b, ne, dim);
             let len = want.len();
-            for nth in 1..=4 {
-                let mut out = vec![f32::from_bits(0x7FC0_BEEF); len + 8];
-                let d = View::contiguous(out.as_mut_ptr(), ne);
-                // SAFETY: the views describe the vectors above, which outlive the op.
-                let cat = unsafe { Concat::new(a, b, d) }.unwrap();
-                assert_eq!(cat.dim(), dim);
-                for ith in (0..nth).rev() {
-                    cat.run(split(cat.units(), nth, ith));
+            for (name, path) in paths() {
+                for nth in 1..=4 {
+                    let mut out = vec![f32::from_bits(0x7FC0_BEEF); len + 8];
+                    let d = View::contiguous(out.as_mut_ptr(), ne);
+                    // SAFETY: the views describe the vectors above, which outlive the op.
+                    let cat = unsafe { Concat::new(a, b, d) }.unwrap();
+                    assert_eq!(cat.dim(), dim);
+                    for ith in (0..nth).rev() {
+                        cat.run_with(path, split(cat.units(), nth, ith));
+                    }
+                    assert_eq!(bits(&out[..len]), want, "case {ci} {name} transposed {transposed} nth {nth}");
+                    assert!(out[len..].iter().all(|x| x.to_bits() == 0x7FC0_BEEF), "case {ci}: written past dst");
+                    checked += len;
                 }
-                assert_eq!(bits(&out[..len]), want, "case {ci} transposed {transposed} nth {nth}");
-                assert!(out[len..].iter().all(|x| x.to_bits() == 0x7FC0_BEEF), "case {ci}: written past dst");
-                checked += len;
             }
         }
     }
-    println!("concat: {checked} floats, every dim, transposed and contiguous sources, 1..=4 threads: ggml's copy");
+    println!(
+        "concat: {checked} floats, every dim, transposed and contiguous sources, 1..=4 threads, every level: ggml's copy"
+    );
 }
 
 /// CONCAT declines what ggml must run, and refuses what does not fit, writing nothing.
