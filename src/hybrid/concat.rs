@@ -150,7 +150,7 @@ impl Concat {
     #[allow(unused_variables)]
     unsafe fn transposed_block(&self, path: FloatPath, pairs: &[(*const f32, *mut f32)], src: &View) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if path == FloatPath::Avx512 && pairs.len() == 16 && src.nb[0] != 4 && src.nb[0] % 4 == 0 {
+        if path == FloatPath::Avx512 && pairs.len() == 16 && src.nb[0] != 4 && src.nb[0].is_multiple_of(4) {
             let s0 = pairs[0].0;
             if pairs.iter().enumerate().all(|(r, p)| p.0 == s0.wrapping_add(r)) {
                 let dst: [*mut f32; 16] = core::array::from_fn(|r| pairs[r].1);
