@@ -70,6 +70,7 @@ pub const CONV_UNIT_CHANNELS: usize = 16;
 /// Tokens per tile of [`SsmConv`]: the inputs of 16 channels x (64 + 7) tokens are 4.5 KiB.
 pub const CONV_TILE_TOKENS: usize = 64;
 /// How many units ahead the AVX-512 conv prefetches the inputs of its next 16 tokens.
+#[cfg(target_arch = "x86_64")]
 const CONV_PF_UNITS: usize = 4;
 
 /// Which float SIMD code runs; every path gives the same bits (see the module docs).
