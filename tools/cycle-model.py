@@ -96,12 +96,16 @@ X86_KERNELS = [
     ("gemv_x16_16x1_q8_k_avx512vnni", "X16 gemv (AVX-512 VNNI)", "vpdpbusd", 32, 16, "vnni", ["sapphirerapids", "znver4"]),
     ("gemm_x16_16x8_q8_k_avx512vnni", "X16 gemm 16x8 (AVX-512 VNNI)", "vpdpbusd", 256, 128, "vnni", ["sapphirerapids", "znver4"]),
 ]
-# The hybrid's gated delta rule on NEON (src/hybrid/neon.rs, inlined into GatedDeltaNet::run): the
-# loop over state rows at S = 128 has no inner loop, so one iteration is one state row and token:
-# symbol fragment, label, vector FMAs per iteration (3 x 128 / 4: key dot, update, query dot), the
-# FP instructions whose issue the row's bound is.
-HYBRID_ARM = [("13GatedDeltaNet3run", "gated delta rule, one state row x token (S 128)", 3 * 128 // 4,
-               ("fmla", "fmul", "fadd", "faddp"))]
+# The hybrid's gated delta rule on NEON (src/hybrid/neon.rs, gdn_rows_c, one copy per row length
+# and pair of flags, wherever the compiler put them): the loop over state rows at S = 128 has no
+# inner loop, so one iteration is one state row and token. Rows: label, vector FMAs and multiplies
+# per iteration (3 x 128 / 4 FMAs: key dot, update, query dot; 128 / 4 vector multiplies per
+# scaling), the FP instructions whose issue the row's bound is. A token inside a ubatch reads its
+# rows scaled and scales them for the next (one scaling); a decoded token (a ubatch of one) scales
+# them in both passes and stores them unscaled.
+HYBRID_ARM = [("gated delta rule, row x token inside a ubatch (S 128)", 3 * 128 // 4, 128 // 4),
+              ("gated delta rule, row x token of a decode (S 128)", 3 * 128 // 4, 2 * 128 // 4)]
+HYBRID_FP = ("fmla", "fmul", "fadd", "faddp")
 
 # Bonsai 2 27B matmul shapes (rows x k) for the outside-loop line, and the batches
 SHAPES_27B = [(5120, 17408), (17408, 5120), (5120, 6144), (6144, 5120)]
@@ -260,19 +264,29 @@ def model_hybrid(asm, cores):
     """The hybrid rows (HYBRID_ARM) on each aarch64 core: instructions and cycles per state row and
     token, and the FP instructions' issue (their reciprocal throughputs over the modeled cycles)."""
     rows = []
-    for frag, label, fmla, fp in HYBRID_ARM:
-        body = function_body(asm, frag)
-        found = [(hi - lo, lo, hi) for lo, hi in loops(body)
-                 if sum(1 for l in instructions(body[lo:hi + 1]) if mnemonic(l) == "fmla") == fmla]
+    # every function of the hybrid module (the NEON rows may be inlined into GatedDeltaNet::run)
+    starts = [i for i, l in enumerate(asm) if re.match(r"^_ZN8ggml_t2p6hybrid\S*:", l)]
+    bodies = []
+    for i in starts:
+        end = next(j for j in range(i + 1, len(asm)) if asm[j].startswith(".Lfunc_end"))
+        bodies.append(asm[i:end])
+    for label, fmla, fmul in HYBRID_ARM:
+        found = []
+        for body in bodies:
+            for lo, hi in loops(body):
+                ins = instructions(body[lo:hi + 1])
+                n_fmla = sum(1 for l in ins if mnemonic(l) == "fmla")
+                n_fmul = sum(1 for l in ins if mnemonic(l) == "fmul" and ".4s" in l)   # vector only
+                if n_fmla == fmla and n_fmul == fmul:
+                    found.append((hi - lo, loop_text(body, lo, hi, "//")))
         if not found:
-            print(f"{label:48} (no loop with {fmla} fmla found)")
+            print(f"{label:56} (no loop with {fmla} fmla and {fmul} fmul found)")
             continue
-        _, lo, hi = min(found)
-        snippet = loop_text(body, lo, hi, "//")
+        snippet = min(found)[1]
         spills = sum(1 for l in instructions(snippet.splitlines()) if "[sp" in l)
         for core in cores:
-            ins, cyc, fp_cycles = mca(snippet, "aarch64", core, mac=fp)
-            print(f"{label:48} {core:15} {ins:6.0f} {cyc:8.2f} {100 * fp_cycles / cyc:8.0f}% {spills:7}")
+            ins, cyc, fp_cycles = mca(snippet, "aarch64", core, mac=HYBRID_FP)
+            print(f"{label:56} {core:15} {ins:6.0f} {cyc:8.2f} {100 * fp_cycles / cyc:8.0f}% {spills:7}")
             rows.append(dict(kernel=label, core=core, instructions=ins, cycles=cyc, fp_issue=fp_cycles / cyc,
                              stack_accesses=spills))
     return rows
@@ -681,7 +695,7 @@ def main():
         print("(smmla rows only for cores with FEAT_I8MM: Neoverse-N1 has none)")
         print()
         print("the hybrid's float ops (NEON path), per iteration of the loop over state rows:")
-        hh = f"{'op':48} {'core':15} {'instr':>6} {'cycles':>8} {'FP issue':>9} {'stack':>7}"
+        hh = f"{'op':56} {'core':15} {'instr':>6} {'cycles':>8} {'FP issue':>9} {'stack':>7}"
         print(hh)
         print("-" * len(hh))
         out["hybrid_arm"] = model_hybrid(asm, cores)
