@@ -65,7 +65,7 @@ def free_space_text():
 def error_lines(lines, keep=12):
     """The last `keep` lines of a failed command's output that look like its reason (or, when none
     does, its last lines), for the end of the log, which is what a truncated CI log still shows."""
-    bad = [line.rstrip() for line in lines if ERROR_LINE.search(line)]
+    bad = [line.rstrip() for line in lines if ERROR_LINE.search(line) and not line.lstrip().startswith("test result: ok")]
     return (bad or [line.rstrip() for line in lines])[-keep:]
 
 

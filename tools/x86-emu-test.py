@@ -56,7 +56,7 @@ SETS = {
     "spr": ["avxvnni", "avx512vnni"],
     "amx": ["amx"],
 }
-LEVEL_TESTS = ["oracle", "golden", "props"]  # every level set runs these
+LEVEL_TESTS = ["oracle", "golden", "props", "hybrid"]  # every level set runs these
 TESTS = LEVEL_TESTS + ["amx"]  # the test binaries built
 C_PROGRAMS = ["abi_smoke", "amx_smoke"]
 # what each set runs, as (program, arguments, a line its output must contain or None): the avx2
@@ -73,7 +73,7 @@ RUNS["amx"] += [
 
 
 # the lines of a run's output shown under its set's line (besides libtest's totals and FAIL lines)
-SHOWN = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU", "panicked",
+SHOWN = ("oracle:", "split:", "golden pq2_0_dot_q8k.fma", "kernels:", "c abi smoke:", "this CPU", "panicked", "concat:",
          "amx native:", "amx smoke:")
 
 

@@ -29,8 +29,8 @@ fn reduce_acc(acc: &[float32x4_t; 16]) -> f32 {
     reduce16(t)
 }
 
-/// The gated delta rule's rows with NEON (the scaled row goes through L1 between the passes),
-/// for rows of 64, 128 or 256 floats.
+/// The gated delta rule's rows with NEON, for rows of 64, 128 or 256 floats (each pass scales the
+/// row it reads unless it comes in scaled; see [`gdn_rows_c`]).
 ///
 /// # Safety
 /// As [`super::reference::gdn_rows`]; `r.s` is 64, 128 or 256.

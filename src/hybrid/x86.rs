@@ -13,13 +13,6 @@ pub(crate) fn prefetch(p: *const f32) {
     unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) }
 }
 
-/// Prefetches the line holding `p` for writing (`prefetchw`; any address).
-#[inline]
-pub(crate) fn prefetch_write(p: *mut f32) {
-    // SAFETY: as `prefetch`.
-    unsafe { _mm_prefetch::<_MM_HINT_ET0>(p.cast::<i8>()) }
-}
-
 /// The 8 lanes of `v` summed as lane `l` plus `l + 4`, then `+ 2`, then `+ 1`.
 #[inline]
 #[target_feature(enable = "avx")]
@@ -166,8 +159,9 @@ fn reduce_acc_avx2(acc: &[[__m256; 2]; 4]) -> f32 {
     reduce8(_mm256_add_ps(half(0), half(1)))
 }
 
-/// The gated delta rule's rows with AVX2 + FMA: the scaled row is stored and read back for the
-/// second pass (16 ymm would hold one row and nothing else).
+/// The gated delta rule's rows with AVX2 + FMA: unless the rows come in scaled, the first pass
+/// stores the scaled row and the second reads it back (16 ymm would hold one row and nothing
+/// else).
 ///
 /// # Safety
 /// As [`super::reference::gdn_rows`]; the CPU has AVX2 and FMA.

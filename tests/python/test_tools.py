@@ -333,9 +333,9 @@ class StageFailure(unittest.TestCase):
     its end), with the free disk space."""
 
     def test_the_reason_lines_are_kept(self):
-        lines = ["   Compiling a", "error: linking with `cc` failed: exit status: 1",
+        lines = ["   Compiling a", "test result: ok. 3 passed; 0 failed; 0 ignored", "error: linking with `cc` failed: exit status: 1",
                  "  = note: No space left on device", "warning: x", "done"]
-        self.assertEqual(test_all.error_lines(lines), [lines[1], lines[2]])
+        self.assertEqual(test_all.error_lines(lines), [lines[2], lines[3]])
 
     def test_without_a_reason_the_last_lines(self):
         lines = [f"line {i}" for i in range(30)]

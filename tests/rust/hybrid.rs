@@ -264,9 +264,16 @@ fn conv_run(
 #[test]
 fn conv_every_level_and_split_is_the_contract() {
     let mut rng = Rng(21);
-    for &(n, ch, t, seqs) in
-        &[(4, 48, 1, 1), (4, 20, 3, 2), (4, 37, 64, 1), (4, 32, 130, 2), (3, 16, 65, 1), (8, 17, 9, 1), (1, 5, 2, 1)]
-    {
+    for &(n, ch, t, seqs) in &[
+        (4, 48, 1, 1),
+        (4, 20, 3, 2),
+        (4, 37, 64, 1),
+        (4, 32, 130, 2),
+        (3, 16, 65, 1),
+        (8, 17, 9, 1),
+        (1, 5, 2, 1),
+        (4, 101, 40, 1), // more whole 16-channel units than the AVX-512 path prefetches ahead, a tail of each
+    ] {
         let x = randv(&mut rng, (n - 1 + t) * ch * seqs);
         let w = randv(&mut rng, n * ch);
         // ggml-cpu's loop, with its sum contracted to FMAs.

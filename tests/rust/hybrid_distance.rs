@@ -1,5 +1,6 @@
 //! The distance from our hybrid float ops to stock ggml-cpu's where stock is built for another
-//! ISA (docs/numerics.md section 7, "Distance to stock").
+//! ISA (docs/numerics.md section 7, "Distance to stock" and "The bound, and why it is the right
+//! one").
 //!
 //! Our contract is stock's arithmetic as ggml builds it with AVX-512 (tests/rust/hybrid.rs checks
 //! that bit for bit). A stock build for AVX2 (8-lane vectors) or NEON (4 lanes) performs the same
@@ -99,15 +100,15 @@ fn unit(rng: &mut Rng) -> f32 {
 }
 
 /// Vector pairs of the kinds the model makes (normalized keys against state rows) and harder
-/// ones: heavy cancellation (`y` close to `-x` reversed in part) and wide magnitude ranges.
+/// ones: cancellation (`y` is `x` on one half and `-x` on the other) and wide magnitude ranges.
 fn pairs(rng: &mut Rng, n: usize, count: usize) -> Vec<(Vec<f32>, Vec<f32>)> {
     (0..count)
         .map(|c| {
             let x: Vec<f32> = (0..n).map(|_| unit(rng)).collect();
             let y: Vec<f32> = match c % 3 {
                 0 => (0..n).map(|_| unit(rng) / (n as f32).sqrt()).collect(),
-                // y_i = x_{n-1-i} for the first half and -x_{n-1-i} for the second, plus noise: the
-                // sum cancels to a small fraction of sum |x y|.
+                // y_i = x_i for the first half and -x_i for the second, plus noise: the sum is a
+                // difference of two sums of squares, a small fraction of sum |x y|.
                 1 => (0..n)
                     .map(|i| {
                         let s = if i < n / 2 { 1.0 } else { -1.0 };
