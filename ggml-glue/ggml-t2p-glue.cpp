@@ -16,7 +16,8 @@
 // at one barrier, then takes chunks of whole row tiles (ggml_t2p_plugin_mul_mat_rows). A GET_ROWS
 // on our weights (the token embedding; accepted so that a tied LM head and its embedding are one
 // repacked tensor) goes to ggml_t2p_plugin_get_rows. The float
-// ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV, and the CONCAT of their conv input) go to ggml_t2p_plugin_hybrid_op, which
+// ops of Gated-DeltaNet models (GATED_DELTA_NET, SSM_CONV, and the CONCAT of their conv input) and every F32 GET_ROWS (their
+// recurrent state's gather, one row that ggml gives to one thread) go to ggml_t2p_plugin_hybrid_op, which
 // runs each thread's share or declines (ggml's own op runs). This file
 // knows ggml; it knows no byte order, no ISA and no policy (the library owns all three).
 
@@ -281,9 +282,10 @@ tensor_traits & traits() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The hybrid's float ops (GATED_DELTA_NET, SSM_CONV of Gated-DeltaNet models) and CONCAT (their
-// conv input), whatever buffer their sources are in: ggml-cpu asks every extra buffer type for the
-// traits of every op. The hybrid's ops are found by name, so a ggml without them still builds.
+// The hybrid's float ops (GATED_DELTA_NET, SSM_CONV of Gated-DeltaNet models), CONCAT (their conv
+// input) and F32 GET_ROWS (their state's gather), whatever buffer their sources are in: ggml-cpu
+// asks every extra buffer type for the traits of every op, and calls them on every thread. The
+// hybrid's ops are found by name, so a ggml without them still builds.
 
 int op_by_name(const char * name) {
     for (int i = 0; i < GGML_OP_COUNT; ++i) {
@@ -299,6 +301,9 @@ int32_t hybrid_kind(const ggml_tensor * op) {
     static const int gdn  = op_by_name("GATED_DELTA_NET");
     if (op->op == GGML_OP_CONCAT) {
         return GGML_T2P_OP_CONCAT;
+    }
+    if (op->op == GGML_OP_GET_ROWS) {   // (GET_ROWS on our weights took traits() before this)
+        return op->src[0] != nullptr && op->src[0]->type == GGML_TYPE_F32 ? GGML_T2P_OP_GET_ROWS : 0;
     }
     return op->op == conv ? GGML_T2P_OP_SSM_CONV : (op->op == gdn ? GGML_T2P_OP_GATED_DELTA_NET : 0);
 }

@@ -322,7 +322,7 @@ typedef void (*ggml_t2p_log_fn)(int32_t level, const char * line, void * user);
  *   GGML_T2P_HYBRID        on/off, default on (ggml_t2p_plugin_hybrid_op);
  *   GGML_T2P_EMBED         on/off, default on (ggml_t2p_plugin_get_rows_supported).
  * Logs "ggml-t2p: enabled (libggml_t2p <version>, kernel <level>; PQ2_0 -> <layout>, PTQ1_0 ...;
- * Q8_K by ...; GATED_DELTA_NET, SSM_CONV and CONCAT on|off (...); GET_ROWS on|off (...))" at INFO, or "ggml-t2p: disabled (GGML_T2P=<value>)" at INFO, or the warnings then
+ * Q8_K by ...; GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS on|off (...); GET_ROWS on ternary weights on|off (...))" at INFO, or "ggml-t2p: disabled (GGML_T2P=<value>)" at INFO, or the warnings then
  * "ggml-t2p: declining: <why>" at WARN.
  * GGML_T2P_OK: *out_plugin is the plugin (the shim keeps it for the process; ggml_t2p_plugin_free
  * frees it); GGML_T2P_ERR_UNSUPPORTED: disabled or declining, *out_plugin = NULL (stock code runs
@@ -430,6 +430,10 @@ int32_t ggml_t2p_plugin_mul_mat_rows(const ggml_t2p_plugin * plugin, int32_t src
                                        * state (S*S*H x 1 x seqs); dst: S*H*T*seqs outputs, then the new state */
 #define GGML_T2P_OP_CONCAT          3 /* srcs: a, b, joined along the one dimension where a.ne + b.ne == dst.ne (the
                                        * conv state and the transposed new tokens); dst dense. A copy: ggml's bits */
+#define GGML_T2P_OP_GET_ROWS        4 /* srcs: F32 rows (k x n_rows x ne2 x ne3), I32 ids (n x ne2 x ne3); dst k x n x
+                                       * ne2 x ne3: ggml's GET_ROWS of F32 (the recurrent states' gather), the rows cut
+                                       * in pieces shared by every thread (ggml gives a row to one). A copy: ggml's bits;
+                                       * an id out of range: RANGE (ggml runs it and asserts) */
 
 /* A tensor as ggml describes one: its first byte, ggml type id (only F32, 0, is handled), elements
  * per dimension (ggml's ne) and byte strides (ggml's nb). */
@@ -450,7 +454,8 @@ typedef struct ggml_t2p_tensor_view {
  * (GGML_T2P_HYBRID=0, a type other than F32, a gate per element, more than one state slot, a head
  * size other than 64/128/256, rows that are not contiguous (CONCAT: a destination that is not
  * dense), a destination overlapping a source, a conv wider than 8, an empty tensor). Other errors (nothing written; logged once per op kind): NULL, SHAPE (sources
- * that disagree), RANGE (ith outside [0, nth)), INVALID_ARGUMENT (an unknown op or wrong n_srcs).
+ * that disagree), RANGE (ith outside [0, nth); GET_ROWS: an id out of range), INVALID_ARGUMENT (an unknown op
+ * or wrong n_srcs).
  * Every thread of one op gets the same answer. */
 int32_t ggml_t2p_plugin_hybrid_op(const ggml_t2p_plugin * plugin, int32_t op, const ggml_t2p_tensor_view * srcs,
                                   int32_t n_srcs, const ggml_t2p_tensor_view * dst, int32_t ith, int32_t nth);

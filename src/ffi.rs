@@ -1183,6 +1183,7 @@ pub mod abi_check {
         assert!(c::GGML_T2P_OP_SSM_CONV == crate::hybrid::abi::OP_SSM_CONV);
         assert!(c::GGML_T2P_OP_GATED_DELTA_NET == crate::hybrid::abi::OP_GATED_DELTA_NET);
         assert!(c::GGML_T2P_OP_CONCAT == crate::hybrid::abi::OP_CONCAT);
+        assert!(c::GGML_T2P_OP_GET_ROWS == crate::hybrid::abi::OP_GET_ROWS);
         assert!(c::GGML_T2P_ERR_INTERNAL == super::ERR_INTERNAL);
         assert!(c::GGML_T2P_KERNEL_AUTO == super::KERNEL_AUTO);
         assert!(c::GGML_T2P_KERNEL_REF == K::Reference as i32);

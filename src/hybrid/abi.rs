@@ -2,6 +2,7 @@
 //! does: ggml's tensor views in, the op checked and run.
 
 use super::concat::Concat;
+use super::rows::GetRows;
 use super::{split, FloatPath, GatedDeltaNet, SsmConv, View};
 use crate::error::Error;
 use crate::kernels::KernelLevel;
@@ -12,6 +13,8 @@ pub const OP_SSM_CONV: i32 = 1;
 pub const OP_GATED_DELTA_NET: i32 = 2;
 /// `GGML_T2P_OP_CONCAT`: sources `a`, `b` (F32, joined along the dimension where their sizes add up).
 pub const OP_CONCAT: i32 = 3;
+/// `GGML_T2P_OP_GET_ROWS`: sources F32 rows and their I32 ids ([`GetRows`]).
+pub const OP_GET_ROWS: i32 = 4;
 /// ggml's type id of F32.
 pub(crate) const GGML_TYPE_F32: i32 = 0;
 
@@ -52,7 +55,7 @@ fn view(v: &ggml_t2p_tensor_view) -> Result<View, Error> {
 }
 
 /// Runs thread `ith` of `nth`'s share of a hybrid op (`op` one of [`OP_SSM_CONV`],
-/// [`OP_GATED_DELTA_NET`], [`OP_CONCAT`]) at kernel level `kernel`: the body of the C ABI's
+/// [`OP_GATED_DELTA_NET`], [`OP_CONCAT`], [`OP_GET_ROWS`]) at kernel level `kernel`: the body of the C ABI's
 /// `ggml_t2p_hybrid_op` (see the header). Every error is found before anything is written, from
 /// the arguments alone, so every thread gets the same answer; [`Error::Unsupported`] means
 /// "decline: let ggml run it".
@@ -79,6 +82,7 @@ pub unsafe fn run_op(
         OP_SSM_CONV => 2,
         OP_GATED_DELTA_NET => 6,
         OP_CONCAT => 2,
+        OP_GET_ROWS => 2,
         _ => return Err(Error::InvalidArgument),
     };
     if srcs.len() != want {
@@ -87,6 +91,12 @@ pub unsafe fn run_op(
     let d = view(dst)?;
     let path = FloatPath::for_level(level);
     let (ith, nth) = (ith as usize, nth as usize);
+    if op == OP_GET_ROWS {
+        // SAFETY: the caller's views describe valid memory.
+        let rows = unsafe { GetRows::new(view(&srcs[0])?, &srcs[1], d) }?;
+        rows.run(split(rows.units(), nth, ith));
+        return Ok(());
+    }
     if op == OP_CONCAT {
         // SAFETY: the caller's views describe valid memory.
         let cat = unsafe { Concat::new(view(&srcs[0])?, view(&srcs[1])?, d) }?;

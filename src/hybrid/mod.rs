@@ -46,6 +46,7 @@
 pub mod abi;
 pub mod concat;
 pub mod reference;
+pub mod rows;
 
 #[cfg(target_arch = "aarch64")]
 mod neon;

@@ -10,7 +10,7 @@ use super::pages::{self, Release};
 use super::plan::{row_chunks, WorkPlan, WORK_ALIGN};
 use super::{choose, q8k_probe_input, q8k_rounding_matching, source_block_bytes};
 use crate::format::{check_k, BlockQ8K, QK_K};
-use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_CONCAT, OP_GATED_DELTA_NET, OP_SSM_CONV};
+use crate::hybrid::abi::{ggml_t2p_tensor_view, run_op, OP_CONCAT, OP_GATED_DELTA_NET, OP_GET_ROWS, OP_SSM_CONV};
 use crate::kernels::act_pack::{self, ActFormat};
 use crate::kernels::{quantize_q8_k, KernelLevel};
 use crate::reference::Contract;
@@ -70,7 +70,7 @@ pub struct Plugin {
     /// is held once.
     embed: bool,
     /// Per hybrid op kind, whether a decline other than a shape stock must run was logged.
-    hybrid_warned: [core::sync::atomic::AtomicBool; 3],
+    hybrid_warned: [core::sync::atomic::AtomicBool; 4],
     host: Box<dyn Host>,
     stats: LoadStats,
 }
@@ -208,7 +208,7 @@ impl Plugin {
         let emb = if embed { "on" } else { "off (GGML_T2P_EMBED=0)" };
         let line = format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel {}; PQ2_0 {}, PTQ1_0 {}; Q8_K by {q8k}; \
-             GATED_DELTA_NET, SSM_CONV and CONCAT {hyb}; GET_ROWS {emb})\n",
+             GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS {hyb}; GET_ROWS on ternary weights {emb})\n",
             env!("CARGO_PKG_VERSION"),
             kernel.name(),
             taken(c.pq2_layout),
@@ -235,7 +235,8 @@ impl Plugin {
         self.kernel
     }
 
-    /// Thread `ith` of `nth`'s share of a hybrid float op (`GATED_DELTA_NET`, `SSM_CONV`) on
+    /// Thread `ith` of `nth`'s share of a hybrid float op (`GATED_DELTA_NET`, `SSM_CONV`, and the
+    /// copies `CONCAT` and F32 `GET_ROWS`) on
     /// ggml's tensors ([`crate::hybrid::abi::run_op`] at this plugin's level).
     ///
     /// # Errors
@@ -264,6 +265,7 @@ impl Plugin {
                 OP_SSM_CONV => (0, "SSM_CONV"),
                 OP_GATED_DELTA_NET => (1, "GATED_DELTA_NET"),
                 OP_CONCAT => (2, "CONCAT"),
+                OP_GET_ROWS => (3, "GET_ROWS"),
                 _ => (0, "an unknown op"),
             };
             if e != Error::Unsupported && !self.hybrid_warned[kind].swap(true, core::sync::atomic::Ordering::Relaxed) {
@@ -783,7 +785,7 @@ mod tests {
     fn enabled(pq2: &str, ptq1: &str, q8k: &str) -> String {
         format!(
             "ggml-t2p: enabled (libggml_t2p {}, kernel ref; PQ2_0 {pq2}, PTQ1_0 {ptq1}; Q8_K by {q8k}; \
-             GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n",
+             GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS on; GET_ROWS on ternary weights on)\n",
             env!("CARGO_PKG_VERSION")
         )
     }
@@ -848,13 +850,16 @@ mod tests {
         let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_HYBRID", b"0")]));
         assert!(!p.unwrap().hybrid);
         assert!(
-            lines[0].ends_with("; GATED_DELTA_NET, SSM_CONV and CONCAT off (GGML_T2P_HYBRID=0); GET_ROWS on)\n"),
+            lines[0].ends_with("; GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS off (GGML_T2P_HYBRID=0); GET_ROWS on ternary weights on)\n"),
             "{lines:?}"
         );
         let (p, lines) = make(fake(&[("GGML_T2P_KERNEL", b"ref"), ("GGML_T2P_EMBED", b"off")]));
         let p = p.unwrap();
         assert!(!p.embed && p.hybrid);
-        assert!(lines[0].ends_with(" and CONCAT on; GET_ROWS off (GGML_T2P_EMBED=0))\n"), "{lines:?}");
+        assert!(
+            lines[0].ends_with(" and F32 GET_ROWS on; GET_ROWS on ternary weights off (GGML_T2P_EMBED=0))\n"),
+            "{lines:?}"
+        );
         assert_eq!(p.get_rows_supported(142, 16, 256), Err(Error::Unsupported));
         let (p, _) = make(fake(&[("GGML_T2P_KERNEL", b"ref")]));
         let p = p.unwrap();

@@ -177,6 +177,21 @@ static void hybrid_checks(const ggml_t2p_plugin * p) {
     CHECK(ok, "hybrid: CONCAT of the conv state and transposed tokens through the plugin, 3 threads");
     cat_dst.ne[0] += 1;
     CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_CONCAT, cat_srcs, 2, &cat_dst, 0, 1) == GGML_T2P_ERR_SHAPE, "hybrid: CONCAT sizes that do not add up");
+
+    /* GET_ROWS of F32 rows (a recurrent state's gather): rows 2 and 0 of cat, 3 threads */
+    static int32_t rid[2] = { 2, 0 };
+    static float got[2][NC - 1 + T];
+    ggml_t2p_tensor_view gr_srcs[2] = { f32_view(&cat[0][0], NC - 1 + T, CH, 1), f32_view((float *) rid, 2, 1, 1) };
+    gr_srcs[1].type = 26; /* I32 */
+    ggml_t2p_tensor_view gr_dst = f32_view(&got[0][0], NC - 1 + T, 2, 1);
+    ok = 1;
+    for (int ith = 2; ith >= 0; --ith) ok &= ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_GET_ROWS, gr_srcs, 2, &gr_dst, ith, 3) == GGML_T2P_OK;
+    for (int i = 0; i < NC - 1 + T; ++i) ok &= got[0][i] == cat[2][i] && got[1][i] == cat[0][i];
+    CHECK(ok, "hybrid: F32 GET_ROWS through the plugin, 3 threads");
+    rid[1] = CH;
+    got[0][0] = 1234.0f;
+    CHECK(ggml_t2p_plugin_hybrid_op(p, GGML_T2P_OP_GET_ROWS, gr_srcs, 2, &gr_dst, 0, 1) == GGML_T2P_ERR_RANGE && got[0][0] == 1234.0f,
+          "hybrid: GET_ROWS id out of range refused, nothing written");
     y[0][0] = 1234.0f;
     ggml_t2p_tensor_view f16 = dst;
     f16.type = 1;
@@ -203,7 +218,7 @@ static void plugin_checks(const pq2_0_block * w) {
     int32_t lay = -1, native = -1;
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
     snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
-    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n") != NULL,
+    CHECK(strstr(host_log, want) != NULL && strstr(host_log, "; Q8_K by libggml_t2p, unfused rounding as the host's; GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS on; GET_ROWS on ternary weights on)\n") != NULL,
           "plugin: enabled line '%s'", host_log);
     CHECK(host_q8k_values == GGML_T2P_Q8K_PROBE_VALUES, "plugin: the probe ran the host's quantizer once (%d values)", host_q8k_values);
     CHECK(ggml_t2p_plugin_layout(p, GGML_T2P_TYPE_PQ2_0, &lay) == GGML_T2P_OK && lay == native, "plugin layout %d", lay);
@@ -320,7 +335,7 @@ static void plugin_checks(const pq2_0_block * w) {
         const char * no_embed[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_EMBED", "0", NULL };
         int32_t st2 = 0, lines2 = 0;
         ggml_t2p_plugin * q = make_plugin(no_embed, &st2, &lines2);
-        CHECK(st2 == GGML_T2P_OK && strstr(host_log, "; GET_ROWS off (GGML_T2P_EMBED=0))\n") != NULL, "plugin: EMBED=0 '%s'", host_log);
+        CHECK(st2 == GGML_T2P_OK && strstr(host_log, "; GET_ROWS on ternary weights off (GGML_T2P_EMBED=0))\n") != NULL, "plugin: EMBED=0 '%s'", host_log);
         CHECK(ggml_t2p_plugin_get_rows_supported(q, GGML_T2P_TYPE_PQ2_0, PN, PK) == GGML_T2P_ERR_UNSUPPORTED &&
               ggml_t2p_plugin_get_rows(q, GGML_T2P_TYPE_PQ2_0, r1, size, PN, PK, &iv, &dv, 0, 1) == GGML_T2P_ERR_UNSUPPORTED,
               "get_rows with GGML_T2P_EMBED=0");
@@ -343,7 +358,7 @@ static void plugin_checks(const pq2_0_block * w) {
     /* the host's quantizer on request; a host quantizer of its own; bad arguments */
     const char * ggml_q[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_QUANTIZE", "ggml", "GGML_T2P_RELEASE_SOURCE", "no", NULL };
     p = make_plugin(ggml_q, &st, &lines);
-    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET, SSM_CONV and CONCAT on; GET_ROWS on)\n") != NULL && host_q8k_values == 0,
+    CHECK(st == GGML_T2P_OK && strstr(host_log, "; Q8_K by ggml (GGML_T2P_QUANTIZE=ggml); GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS on; GET_ROWS on ternary weights on)\n") != NULL && host_q8k_values == 0,
           "plugin: QUANTIZE=ggml '%s'", host_log);
     {
         static char work[1 << 16];
