@@ -2,7 +2,7 @@
 //! does: ggml's tensor views in, the op checked and run.
 
 use super::concat::Concat;
-use super::rows::GetRows;
+use super::rows::{GetRows, Ids};
 use super::{split, FloatPath, GatedDeltaNet, SsmConv, View};
 use crate::error::Error;
 use crate::kernels::KernelLevel;
@@ -17,6 +17,8 @@ pub const OP_CONCAT: i32 = 3;
 pub const OP_GET_ROWS: i32 = 4;
 /// ggml's type id of F32.
 pub(crate) const GGML_TYPE_F32: i32 = 0;
+/// ggml's type id of I32 (row ids).
+pub(crate) const GGML_TYPE_I32: i32 = 26;
 
 /// A tensor as the C ABI passes one (`ggml_t2p_tensor_view` in the header): ggml's `type`, `ne`
 /// (elements per dimension) and `nb` (byte strides).
@@ -92,8 +94,14 @@ pub unsafe fn run_op(
     let path = FloatPath::for_level(level);
     let (ith, nth) = (ith as usize, nth as usize);
     if op == OP_GET_ROWS {
+        let ids = &srcs[1];
+        let (ne, nb) = dims(ids)?;
+        if ids.type_ != GGML_TYPE_I32 || ne[3] != 1 {
+            return Err(Error::Unsupported);
+        }
+        let ids = Ids { data: ids.data as *const i32, ne: [ne[0], ne[1], ne[2]], nb: [nb[0], nb[1], nb[2]] };
         // SAFETY: the caller's views describe valid memory.
-        let rows = unsafe { GetRows::new(view(&srcs[0])?, &srcs[1], d) }?;
+        let rows = unsafe { GetRows::new(view(&srcs[0])?, ids, d) }?;
         rows.run(split(rows.units(), nth, ith));
         return Ok(());
     }

@@ -11,13 +11,20 @@
 //! strided elements, a shape stock would not index the same way, an id out of range, a
 //! destination overlapping a source.
 
-use super::abi::{dims, ggml_t2p_tensor_view};
 use super::{overlaps, View};
 use crate::error::Error;
 use core::ops::Range;
 
-/// ggml's type id of I32 (the row ids).
-const GGML_TYPE_I32: i32 = 26;
+/// The I32 row ids of a GET_ROWS as ggml describes them (three dimensions; byte strides).
+#[derive(Clone, Copy, Debug)]
+pub struct Ids {
+    /// First id.
+    pub data: *const i32,
+    /// Ids per dimension (ggml's `ne[0..3]`; `ne[3]` must be 1, checked by the caller).
+    pub ne: [usize; 3],
+    /// Byte stride per dimension (ggml's `nb[0..3]`).
+    pub nb: [usize; 3],
+}
 
 /// Floats per work unit: a row is copied in pieces of 16384 floats (64 KiB), so a single 1 MiB
 /// row gives 16 units to share.
@@ -27,9 +34,7 @@ pub const ROWS_PIECE: usize = 16384;
 #[derive(Clone, Copy, Debug)]
 pub struct GetRows {
     src: View,
-    ids: *const u8,
-    ids_ne: [usize; 3],
-    ids_nb: [usize; 3],
+    ids: Ids,
     dst: View,
 }
 
@@ -40,23 +45,21 @@ unsafe impl Send for GetRows {}
 unsafe impl Sync for GetRows {}
 
 impl GetRows {
-    /// Checks an op: `src` (F32, `k x n_rows x ne2 x ne3`, contiguous rows), `ids` (I32, `n x ne2 x
+    /// Checks an op: `src` (F32, `k x n_rows x ne2 x ne3`, contiguous rows), `ids` (`n x ne2 x
     /// ne3`) and `dst` (F32, `k x n x ne2 x ne3`, contiguous rows). [`Error::Unsupported`] for
-    /// what stock must run (other types, strided elements, ids of more than three dimensions,
-    /// overlap), [`Error::Shape`] for shapes that disagree, [`Error::Range`] for an id outside
-    /// `0 .. n_rows` (stock asserts on it), [`Error::Null`] for a null pointer.
+    /// what stock must run (strided elements, misaligned ids, overlap, a `src` whose fourth
+    /// dimension stock would index in part), [`Error::Shape`] for shapes that disagree,
+    /// [`Error::Range`] for an id outside `0 .. n_rows` (stock asserts on it), [`Error::Null`] for
+    /// a null pointer.
     ///
     /// # Safety
     /// The views must describe readable memory (`dst` writable), valid while `run` runs.
-    pub unsafe fn new(src: View, ids: &ggml_t2p_tensor_view, dst: View) -> Result<Self, Error> {
+    pub unsafe fn new(src: View, ids: Ids, dst: View) -> Result<Self, Error> {
         if src.data.is_null() || ids.data.is_null() || dst.data.is_null() {
             return Err(Error::Null);
         }
-        if ids.type_ != GGML_TYPE_I32 {
-            return Err(Error::Unsupported);
-        }
-        let (ine, inb) = dims(ids)?;
-        if ine[3] != 1 || !inb.iter().all(|b| b % 4 == 0) || !(ids.data as usize).is_multiple_of(4) {
+        let (ine, inb) = (ids.ne, ids.nb);
+        if !inb.iter().all(|b| b % 4 == 0) || !(ids.data as usize).is_multiple_of(4) {
             return Err(Error::Unsupported);
         }
         if !src.rows_contiguous() || !dst.rows_contiguous() {
@@ -78,13 +81,7 @@ impl GetRows {
         if overlaps(dst.span(), src.span()) || overlaps(dst.span(), ids_span) {
             return Err(Error::Unsupported);
         }
-        let op = GetRows {
-            src,
-            ids: ids.data as *const u8,
-            ids_ne: [ine[0], ine[1], ine[2]],
-            ids_nb: [inb[0], inb[1], inb[2]],
-            dst,
-        };
+        let op = GetRows { src, ids, dst };
         // every id checked before anything is written (every thread sees the same answer)
         for i in 0..op.rows() {
             let (i10, i11, i12) = op.index(i);
@@ -99,7 +96,7 @@ impl GetRows {
 
     /// Rows of the destination.
     fn rows(&self) -> usize {
-        self.ids_ne[0] * self.ids_ne[1] * self.ids_ne[2]
+        self.ids.ne[0] * self.ids.ne[1] * self.ids.ne[2]
     }
 
     /// Pieces per row.
@@ -109,7 +106,7 @@ impl GetRows {
 
     /// `(i10, i11, i12)` of destination row `i`.
     fn index(&self, i: usize) -> (usize, usize, usize) {
-        let [n0, n1, _] = self.ids_ne;
+        let [n0, n1, _] = self.ids.ne;
         (i % n0, (i / n0) % n1, i / (n0 * n1))
     }
 
@@ -118,9 +115,9 @@ impl GetRows {
     /// # Safety
     /// The index is inside the ids' shape.
     unsafe fn id(&self, i10: usize, i11: usize, i12: usize) -> i32 {
-        let off = i10 * self.ids_nb[0] + i11 * self.ids_nb[1] + i12 * self.ids_nb[2];
+        let off = i10 * self.ids.nb[0] + i11 * self.ids.nb[1] + i12 * self.ids.nb[2];
         // SAFETY: per the caller; `new` checked the alignment.
-        unsafe { *(self.ids.add(off) as *const i32) }
+        unsafe { *self.ids.data.byte_add(off) }
     }
 
     /// Work units: every destination row in pieces of [`ROWS_PIECE`] floats.
@@ -155,15 +152,6 @@ mod tests {
     use super::*;
     use crate::hybrid::split;
 
-    fn view(data: *const u8, type_: i32, ne: [usize; 4], nb: [usize; 4]) -> ggml_t2p_tensor_view {
-        ggml_t2p_tensor_view {
-            data: data as *mut core::ffi::c_void,
-            type_,
-            ne: ne.map(|x| x as i64),
-            nb: nb.map(|x| x as u64),
-        }
-    }
-
     /// Stock's loop: dst row (i10, i11, i12) = src row ids[i10, i11, i12] of (i11, i12).
     #[test]
     fn every_split_is_stocks_copy() {
@@ -178,7 +166,7 @@ mod tests {
             // ids strided: every other i32 of a longer vector
             let ids_all: Vec<i32> = (0..2 * n * ne2 * ne3).map(|i| ((i * 7 + 3) % n_rows) as i32).collect();
             let sv = View::contiguous(src.as_ptr(), [k, n_rows, ne2, ne3]);
-            let iv = view(ids_all.as_ptr().cast(), 26, [n, ne2, ne3, 1], [8, 8 * n, 8 * n * ne2, 8 * n * ne2 * ne3]);
+            let iv = Ids { data: ids_all.as_ptr(), ne: [n, ne2, ne3], nb: [8, 8 * n, 8 * n * ne2] };
             let mut want = vec![0f32; k * n * ne2 * ne3];
             for i12 in 0..ne3 {
                 for i11 in 0..ne2 {
@@ -193,7 +181,7 @@ mod tests {
                 let mut dst = vec![f32::NAN; want.len() + 3];
                 let dv = View::contiguous(dst.as_mut_ptr().cast_const(), [k, n, ne2, ne3]);
                 // SAFETY: the views describe the vectors above.
-                let op = unsafe { GetRows::new(sv, &iv, dv) }.unwrap();
+                let op = unsafe { GetRows::new(sv, iv, dv) }.unwrap();
                 for ith in (0..nth).rev() {
                     op.run(split(op.units(), nth, ith));
                 }
@@ -213,23 +201,25 @@ mod tests {
         let dst = [0f32; 8 * 2];
         let sv = View::contiguous(src.as_ptr(), [8, 4, 1, 1]);
         let dv = View::contiguous(dst.as_ptr(), [8, 2, 1, 1]);
-        let iv = |off: usize, type_: i32| view(ids[off..].as_ptr().cast(), type_, [2, 1, 1, 1], [4, 8, 8, 8]);
+        let iv = |off: usize| Ids { data: ids[off..].as_ptr(), ne: [2, 1, 1], nb: [4, 8, 8] };
         // SAFETY: every view lies inside the arrays above.
         unsafe {
-            assert!(GetRows::new(sv, &iv(0, 26), dv).is_ok());
-            assert_eq!(GetRows::new(sv, &iv(1, 26), dv).err(), Some(Error::Range)); // id 4 of 4 rows
-            assert_eq!(GetRows::new(sv, &iv(2, 26), dv).err(), Some(Error::Range)); // id -1
-            assert_eq!(GetRows::new(sv, &iv(0, 0), dv).err(), Some(Error::Unsupported)); // ids F32
+            assert!(GetRows::new(sv, iv(0), dv).is_ok());
+            assert_eq!(GetRows::new(sv, iv(1), dv).err(), Some(Error::Range)); // id 4 of 4 rows
+            assert_eq!(GetRows::new(sv, iv(2), dv).err(), Some(Error::Range)); // id -1
+            let mut odd = iv(0);
+            odd.nb[0] = 6;
+            assert_eq!(GetRows::new(sv, odd, dv).err(), Some(Error::Unsupported)); // a stride of 1.5 ids
             let mut d3 = dv;
             d3.ne[1] = 3;
-            assert_eq!(GetRows::new(sv, &iv(0, 26), d3).err(), Some(Error::Shape));
+            assert_eq!(GetRows::new(sv, iv(0), d3).err(), Some(Error::Shape));
             let mut strided = sv;
             strided.nb[0] = 8;
-            assert_eq!(GetRows::new(strided, &iv(0, 26), dv).err(), Some(Error::Unsupported));
+            assert_eq!(GetRows::new(strided, iv(0), dv).err(), Some(Error::Unsupported));
             let over = View::contiguous(src.as_ptr(), [8, 2, 1, 1]);
-            assert_eq!(GetRows::new(sv, &iv(0, 26), over).err(), Some(Error::Unsupported));
+            assert_eq!(GetRows::new(sv, iv(0), over).err(), Some(Error::Unsupported));
             let null = View::contiguous(core::ptr::null(), [8, 4, 1, 1]);
-            assert_eq!(GetRows::new(null, &iv(0, 26), dv).err(), Some(Error::Null));
+            assert_eq!(GetRows::new(null, iv(0), dv).err(), Some(Error::Null));
         }
     }
 }

@@ -9,14 +9,11 @@
 
 use crate::checked::{blocks, overlaps};
 use crate::format::{BlockPtq1_0x4, BlockT2p, BlockX16};
-use crate::hybrid::abi::{dims, ggml_t2p_tensor_view, GGML_TYPE_F32};
+use crate::hybrid::abi::{dims, ggml_t2p_tensor_view, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::hybrid::split;
 use crate::repack::{self, dequantize_repacked_row, Layout, RowBlock, SourceType};
 use crate::Error;
 use core::ffi::c_void;
-
-/// ggml's type id of I32 (the row ids).
-pub const GGML_TYPE_I32: i32 = 26;
 
 /// Bytes spanned by `n` items of `item` bytes, `stride` bytes apart (`None` on overflow or past
 /// `isize::MAX`).
