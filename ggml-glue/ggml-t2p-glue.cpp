@@ -296,6 +296,8 @@ int op_by_name(const char * name) {
     return -1;
 }
 
+static_assert(GGML_TYPE_I32 == 26, "ggml_t2p_plugin_hybrid_op takes GET_ROWS ids as ggml's type 26 (I32)");
+
 int32_t hybrid_kind(const ggml_tensor * op) {
     static const int conv = op_by_name("SSM_CONV");
     static const int gdn  = op_by_name("GATED_DELTA_NET");

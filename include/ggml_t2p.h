@@ -435,7 +435,7 @@ int32_t ggml_t2p_plugin_mul_mat_rows(const ggml_t2p_plugin * plugin, int32_t src
                                        * in pieces shared by every thread (ggml gives a row to one). A copy: ggml's bits;
                                        * an id out of range: RANGE (ggml runs it and asserts) */
 
-/* A tensor as ggml describes one: its first byte, ggml type id (only F32, 0, is handled), elements
+/* A tensor as ggml describes one: its first byte, ggml type id (F32, 0; GET_ROWS's ids I32, 26), elements
  * per dimension (ggml's ne) and byte strides (ggml's nb). */
 typedef struct ggml_t2p_tensor_view {
     void *   data;

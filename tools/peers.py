@@ -9,8 +9,9 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
   ours-LEVEL      PQ2_0, GGML_T2P_KERNEL=LEVEL, for each level this CPU runs (amx, avx512vnni, avxvnni,
                   avx2; on ARM i8mm, dotprod; where the OS refuses AMX's tile-data permission, the
                   library runs avx512vnni for ours-amx and says so in the run's log)
-  ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET, SSM_CONV and CONCAT of
-                  the Gated-DeltaNet hybrids (qwen35; other models run neither, only F32 CONCATs if any)
+  ours-nohybrid   PQ2_0, GGML_T2P_HYBRID=0: our matrices, ggml's own GATED_DELTA_NET, SSM_CONV, CONCAT and F32
+                  GET_ROWS (the Gated-DeltaNet hybrids' own ops, qwen35; other models run neither, only F32
+                  CONCATs and GET_ROWS if any)
   ours-ptq1_0     PTQ1_0 (1.75 bpw), ggml-t2p as it chooses (--ptq1 FILE, or the fork's llama-quantize
                   when it knows PTQ1_0: a checkout taught it by tools/ptq1-tree.py)
   stock-pq2_0     PQ2_0, the fork's own code (GGML_T2P=0)

@@ -57,7 +57,8 @@ of a configuration (each class or op on its own); shares are of the whole step's
 
 Configurations (--configs): stock (GGML_T2P=0: the fork's own code in the same binary), ours (the
 environment as it is), ours-nohybrid (GGML_T2P_HYBRID=0: ggml-t2p leaves the hybrid's float ops
-GATED_DELTA_NET, SSM_CONV and CONCAT to ggml; a library without that switch ignores it and runs as ours).
+GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS to ggml; a library without that switch ignores it and runs as
+ours).
 
 --from-json re-reads the JSON of earlier runs (kept with --out; decode-profile's JSON of format 1,
 decode only, and 2) and prints the same tables without running anything. Exit status: 0 when every run
@@ -440,7 +441,8 @@ def report(runs):
             head.append("1-minute load average before the runs: " + ", ".join(f"{x:.2f}" for x in loads))
         head += [f"ggml-t2p: {LABELS.get(c, c)}: {runs_of[c][0].get('t2p', '?')}" for c in cfgs]
         if "ours-nohybrid" in cfgs:
-            head.append("ours-nohybrid = ours with GGML_T2P_HYBRID=0 (GATED_DELTA_NET, SSM_CONV and CONCAT left to ggml; "
+            head.append("ours-nohybrid = ours with GGML_T2P_HYBRID=0 (GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS "
+                        "left to ggml; "
                         "a library without that switch runs it as ours)")
         lines += table(summaries, head) + [""] + name_table(summaries) + [""]
     return lines
@@ -529,7 +531,7 @@ def parser():
                     help="runs per kind, configuration and thread count, interleaved (default 1)")
     ap.add_argument("--configs", default="stock,ours", metavar="LIST",
                     help="comma-separated: stock (GGML_T2P=0), ours, ours-nohybrid (GGML_T2P_HYBRID=0: the "
-                         "hybrid's GATED_DELTA_NET, SSM_CONV and CONCAT left to ggml) (default stock,ours)")
+                         "hybrid's GATED_DELTA_NET, SSM_CONV, CONCAT and F32 GET_ROWS left to ggml) (default stock,ours)")
     ap.add_argument("--fa", choices=["on", "off", "auto"], default="auto",
                     help="flash attention (default auto, as llama-bench: on for the CPU)")
     ap.add_argument("--mmap", action="store_true", help="load with mmap (default: no mmap, as tools/ab.py)")

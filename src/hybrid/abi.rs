@@ -28,7 +28,7 @@ pub(crate) const GGML_TYPE_I32: i32 = 26;
 pub struct ggml_t2p_tensor_view {
     /// First byte (ggml's `data`).
     pub data: *mut core::ffi::c_void,
-    /// ggml's type id (only F32, 0, is handled).
+    /// ggml's type id (F32, 0; the ids of `GET_ROWS` I32, 26).
     pub type_: i32,
     /// Elements per dimension.
     pub ne: [i64; 4],
@@ -59,7 +59,8 @@ fn view(v: &ggml_t2p_tensor_view) -> Result<View, Error> {
 /// Runs thread `ith` of `nth`'s share of a hybrid op (`op` one of [`OP_SSM_CONV`],
 /// [`OP_GATED_DELTA_NET`], [`OP_CONCAT`], [`OP_GET_ROWS`]) at kernel level `kernel`: the body of the C ABI's
 /// `ggml_t2p_hybrid_op` (see the header). Every error is found before anything is written, from
-/// the arguments alone, so every thread gets the same answer; [`Error::Unsupported`] means
+/// the arguments (and `GET_ROWS`'s ids, which no thread writes), so every thread gets the same
+/// answer; [`Error::Unsupported`] means
 /// "decline: let ggml run it".
 ///
 /// # Safety

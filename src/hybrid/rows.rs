@@ -7,9 +7,10 @@
 //! same bits as ggml's.
 //!
 //! Stock's formula, which this keeps: `dst[:, i10, i11, i12] = src[:, ids[i10, i11, i12], i11,
-//! i12]`. Declined (stock runs, and asserts where it must): anything but F32 rows and I32 ids,
-//! strided elements, a shape stock would not index the same way, an id out of range, a
-//! destination overlapping a source.
+//! i12]`. Declined (stock runs): anything but F32 rows and I32 ids, strided elements, a
+//! destination that is not dense (ggml's is a new tensor) or overlaps a source, a shape stock
+//! would not index the same way. An id out of range is refused (`Error::Range`, logged once):
+//! stock then runs and asserts, as it does on its own.
 
 use super::{overlaps, View};
 use crate::error::Error;
@@ -39,14 +40,14 @@ pub struct GetRows {
 }
 
 // SAFETY: the sources are only read and the destination written in disjoint pieces per unit
-// (`new` checks that nothing overlaps).
+// (`new` checks that the destination is dense and overlaps no source).
 unsafe impl Send for GetRows {}
 // SAFETY: as above.
 unsafe impl Sync for GetRows {}
 
 impl GetRows {
     /// Checks an op: `src` (F32, `k x n_rows x ne2 x ne3`, contiguous rows), `ids` (`n x ne2 x
-    /// ne3`) and `dst` (F32, `k x n x ne2 x ne3`, contiguous rows). [`Error::Unsupported`] for
+    /// ne3`) and `dst` (F32, `k x n x ne2 x ne3`, dense). [`Error::Unsupported`] for
     /// what stock must run (strided elements, misaligned ids, overlap, a `src` whose fourth
     /// dimension stock would index in part), [`Error::Shape`] for shapes that disagree,
     /// [`Error::Range`] for an id outside `0 .. n_rows` (stock asserts on it), [`Error::Null`] for
@@ -62,8 +63,8 @@ impl GetRows {
         if !inb.iter().all(|b| b % 4 == 0) || !(ids.data as usize).is_multiple_of(4) {
             return Err(Error::Unsupported);
         }
-        if !src.rows_contiguous() || !dst.rows_contiguous() {
-            return Err(Error::Unsupported);
+        if !src.rows_contiguous() || !dst.rows_contiguous() || !dst.dense() {
+            return Err(Error::Unsupported); // (ggml's GET_ROWS writes a new, dense tensor)
         }
         if dst.ne != [src.ne[0], ine[0], ine[1], ine[2]] || src.ne[2] != ine[1] {
             return Err(Error::Shape); // (stock asserts the second)
@@ -152,27 +153,36 @@ mod tests {
     use super::*;
     use crate::hybrid::split;
 
-    /// Stock's loop: dst row (i10, i11, i12) = src row ids[i10, i11, i12] of (i11, i12).
+    /// Stock's loop: dst row (i10, i11, i12) = src row ids[i10, i11, i12] of (i11, i12), for
+    /// sources with padded rows and planes (and planes of dimension 3 inside those of dimension
+    /// 2), strided ids, 1-16 threads; nothing written past the destination.
     #[test]
     fn every_split_is_stocks_copy() {
-        for &(k, n_rows, n, ne2, ne3) in &[
-            (5usize, 3usize, 2usize, 1usize, 1usize),
-            (ROWS_PIECE * 2 + 7, 2, 1, 1, 1),
-            (ROWS_PIECE, 4, 3, 2, 2),
-            (1, 7, 9, 1, 1),
-            (40000, 3, 2, 2, 1),
+        for &(k, n_rows, n, ne2, ne3, swap) in &[
+            (5usize, 3usize, 2usize, 1usize, 1usize, false),
+            (ROWS_PIECE * 2 + 7, 2, 1, 1, 1, false),
+            (ROWS_PIECE, 4, 3, 2, 2, false),
+            (ROWS_PIECE + 1, 3, 2, 2, 3, true),
+            (1, 7, 9, 1, 1, false),
+            (40000, 3, 2, 2, 1, true),
         ] {
-            let src: Vec<f32> = (0..k * n_rows * ne2 * ne3).map(|i| i as f32 * 0.5 - 3.0).collect();
+            // src strides in floats: rows k + 3 apart, planes with gaps, dimension 3 either
+            // outside dimension 2 or inside it (swap)
+            let srow = k + 3;
+            let plane = srow * n_rows + 5;
+            let (s2, s3) = if swap { (plane * ne3 + 11, plane) } else { (plane, plane * ne2 + 7) };
+            let len = (n_rows - 1) * srow + (ne2 - 1) * s2 + (ne3 - 1) * s3 + k;
+            let src: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
+            let sv = View { data: src.as_ptr(), ne: [k, n_rows, ne2, ne3], nb: [4, 4 * srow, 4 * s2, 4 * s3] };
             // ids strided: every other i32 of a longer vector
             let ids_all: Vec<i32> = (0..2 * n * ne2 * ne3).map(|i| ((i * 7 + 3) % n_rows) as i32).collect();
-            let sv = View::contiguous(src.as_ptr(), [k, n_rows, ne2, ne3]);
             let iv = Ids { data: ids_all.as_ptr(), ne: [n, ne2, ne3], nb: [8, 8 * n, 8 * n * ne2] };
             let mut want = vec![0f32; k * n * ne2 * ne3];
             for i12 in 0..ne3 {
                 for i11 in 0..ne2 {
                     for i10 in 0..n {
                         let id = ids_all[2 * (i10 + n * (i11 + ne2 * i12))] as usize;
-                        let s = &src[k * (id + n_rows * (i11 + ne2 * i12))..][..k];
+                        let s = &src[id * srow + i11 * s2 + i12 * s3..][..k];
                         want[k * (i10 + n * (i11 + ne2 * i12))..][..k].copy_from_slice(s);
                     }
                 }
@@ -187,7 +197,7 @@ mod tests {
                 }
                 assert!(
                     dst[..want.len()].iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "k {k} nth {nth}"
+                    "k {k} swap {swap} nth {nth}"
                 );
                 assert!(dst[want.len()..].iter().all(|x| x.is_nan()), "written past dst");
             }
@@ -197,22 +207,36 @@ mod tests {
     #[test]
     fn declines_and_refuses_before_writing() {
         let src = [1.0f32; 8 * 4];
-        let ids = [0i32, 3, 4, -1];
-        let dst = [0f32; 8 * 2];
+        let ids = [0i32, 3, -1, 4, 1];
+        let dst = [0f32; 8 * 3];
         let sv = View::contiguous(src.as_ptr(), [8, 4, 1, 1]);
         let dv = View::contiguous(dst.as_ptr(), [8, 2, 1, 1]);
         let iv = |off: usize| Ids { data: ids[off..].as_ptr(), ne: [2, 1, 1], nb: [4, 8, 8] };
         // SAFETY: every view lies inside the arrays above.
         unsafe {
             assert!(GetRows::new(sv, iv(0), dv).is_ok());
-            assert_eq!(GetRows::new(sv, iv(1), dv).err(), Some(Error::Range)); // id 4 of 4 rows
-            assert_eq!(GetRows::new(sv, iv(2), dv).err(), Some(Error::Range)); // id -1
+            assert_eq!(GetRows::new(sv, iv(1), dv).err(), Some(Error::Range)); // id -1
+            assert_eq!(GetRows::new(sv, iv(3), dv).err(), Some(Error::Range)); // id 4 of 4 rows
+            let on_ids = View::contiguous(ids.as_ptr().cast(), [2, 2, 1, 1]);
+            assert_eq!(
+                GetRows::new(View::contiguous(src.as_ptr(), [2, 4, 1, 1]), iv(0), on_ids).err(),
+                Some(Error::Unsupported)
+            ); // dst over the ids
+            let mut gaps = dv;
+            gaps.ne[1] = 1;
+            gaps.nb[1] = 64;
+            let one = Ids { ne: [1, 1, 1], ..iv(0) };
+            assert_eq!(GetRows::new(sv, one, gaps).err(), Some(Error::Unsupported)); // dst not dense
+            let mut planes = sv;
+            planes.ne[3] = 2;
+            let mut d4 = dv;
+            d4.ne[3] = 1;
+            assert_eq!(GetRows::new(planes, iv(0), d4).err(), Some(Error::Unsupported)); // src.ne3 != ids.ne2
             let mut odd = iv(0);
             odd.nb[0] = 6;
             assert_eq!(GetRows::new(sv, odd, dv).err(), Some(Error::Unsupported)); // a stride of 1.5 ids
-            let mut d3 = dv;
-            d3.ne[1] = 3;
-            assert_eq!(GetRows::new(sv, iv(0), d3).err(), Some(Error::Shape));
+            let d3 = View::contiguous(dst.as_ptr(), [8, 3, 1, 1]);
+            assert_eq!(GetRows::new(sv, iv(0), d3).err(), Some(Error::Shape)); // 3 rows for 2 ids
             let mut strided = sv;
             strided.nb[0] = 8;
             assert_eq!(GetRows::new(strided, iv(0), dv).err(), Some(Error::Unsupported));
