@@ -47,11 +47,11 @@ unsafe impl Sync for GetRows {}
 
 impl GetRows {
     /// Checks an op: `src` (F32, `k x n_rows x ne2 x ne3`, contiguous rows), `ids` (`n x ne2 x
-    /// ne3`) and `dst` (F32, `k x n x ne2 x ne3`, dense). [`Error::Unsupported`] for
-    /// what stock must run (strided elements, misaligned ids, overlap, a `src` whose fourth
-    /// dimension stock would index in part), [`Error::Shape`] for shapes that disagree,
-    /// [`Error::Range`] for an id outside `0 .. n_rows` (stock asserts on it), [`Error::Null`] for
-    /// a null pointer.
+    /// ne3`) and `dst` (F32, `k x n x ne2 x ne3`, dense). [`Error::Unsupported`] for what stock
+    /// must run (strided elements, misaligned ids or ids whose extent overflows, overlap, a `src`
+    /// whose fourth dimension stock would index in part), [`Error::Shape`] for shapes that
+    /// disagree, [`Error::Range`] for an id outside `0 .. n_rows` (stock asserts on it),
+    /// [`Error::Null`] for a null pointer.
     ///
     /// # Safety
     /// The views must describe readable memory (`dst` writable), valid while `run` runs.
@@ -59,8 +59,12 @@ impl GetRows {
         if src.data.is_null() || ids.data.is_null() || dst.data.is_null() {
             return Err(Error::Null);
         }
-        let (ine, inb) = (ids.ne, ids.nb);
-        if !inb.iter().all(|b| b % 4 == 0) || !(ids.data as usize).is_multiple_of(4) {
+        let ine = ids.ne;
+        // The ids as a view of 4-byte elements (one plane in dimension 3), for View's checks of
+        // alignment, strides and extent, and its span.
+        let iv =
+            View { data: ids.data.cast(), ne: [ine[0], ine[1], ine[2], 1], nb: [ids.nb[0], ids.nb[1], ids.nb[2], 0] };
+        if !iv.floats_ok() {
             return Err(Error::Unsupported);
         }
         if !src.rows_contiguous() || !dst.rows_contiguous() || !dst.dense() {
@@ -72,14 +76,7 @@ impl GetRows {
         if src.ne[3] != ine[2] {
             return Err(Error::Unsupported); // stock indexes a part of src's fourth dimension
         }
-        let ids_span = if ine.contains(&0) {
-            None
-        } else {
-            let last = (0..3).try_fold(0usize, |a, d| a.checked_add((ine[d] - 1).checked_mul(inb[d])?));
-            let start = ids.data as usize;
-            Some((start, last.and_then(|l| start.checked_add(l)?.checked_add(4)).ok_or(Error::Shape)?))
-        };
-        if overlaps(dst.span(), src.span()) || overlaps(dst.span(), ids_span) {
+        if overlaps(dst.span(), src.span()) || overlaps(dst.span(), iv.span()) {
             return Err(Error::Unsupported);
         }
         let op = GetRows { src, ids, dst };
