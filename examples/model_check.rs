@@ -33,7 +33,7 @@
 //! weight 0) in its repacked bytes before the multiplications. Either makes the run fail.
 
 use ggml_t2p::format::{
-    cast_blocks, cast_blocks_mut, t2p_position, x16_position, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K,
+    cast_blocks, cast_blocks_mut, position_row, t2p_position, x16_position, BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K,
     BlockT2p, BlockX16, QK,
 };
 use ggml_t2p::hybrid::abi::ggml_t2p_tensor_view;
@@ -456,6 +456,20 @@ fn corrupt(lay: Layout, w: &mut [u8]) -> Result<(u8, u8), String> {
                     return Ok((old, b.row(0).digit(0)));
                 }
                 b.lo[0][0][0] ^= 1 << bit;
+            }
+            Err("no single bit of the first byte changes weight 0".into())
+        }
+        Layout::L64 => {
+            // weight 0 is trit 0 of row 0's group 0 byte: flip its bits until that trit changes
+            let b = &mut cast_blocks_mut::<BlockL64>(&mut w[..size_of::<BlockL64>()]).unwrap()[0];
+            let old = b.row_codes(0)[0];
+            let p = position_row(0);
+            for bit in 0..8 {
+                b.q[0][p] ^= 1 << bit;
+                if b.row_codes(0)[0] != old {
+                    return Ok((old, b.row_codes(0)[0]));
+                }
+                b.q[0][p] ^= 1 << bit;
             }
             Err("no single bit of the first byte changes weight 0".into())
         }

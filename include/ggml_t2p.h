@@ -69,6 +69,7 @@ extern "C" {
                                       * was granted. A granted permission enlarges the process's signal
                                       * frames (a small sigaltstack may then be refused) */
 #define GGML_T2P_CPU_AMX_INT8   128u /* AMX-INT8 (reported only with AMX_TILE) */
+#define GGML_T2P_CPU_AVX512VBMI 256u /* AVX-512 VBMI (with AVX512VNNI): the L64 layout's kernels */
 
 /* Kernel levels. AUTO picks the best the CPU has (an error when it has none of the SIMD levels). */
 #define GGML_T2P_KERNEL_AUTO       0
@@ -90,6 +91,8 @@ extern "C" {
 #define GGML_T2P_LAYOUT_T2P      1 /* ARM: 4 rows x 128 weights in 136 bytes; from PQ2_0 or PTQ1_0 */
 #define GGML_T2P_LAYOUT_PTQ1_0X4 2 /* ARM: 4 rows in 112 bytes; from PTQ1_0 only, 1.75 bits per weight */
 #define GGML_T2P_LAYOUT_X16      3 /* x86-64: 16 rows in 544 bytes; from PQ2_0 or PTQ1_0; last tile zero-padded */
+#define GGML_T2P_LAYOUT_L64      4 /* x86-64 with AVX-512 VBMI: 64 rows in 1792 bytes; from PTQ1_0 only,
+                                    * 1.75 bits per weight; last tile zero-padded */
 
 /* ggml_t2p_layout_for flags. */
 #define GGML_T2P_PREFER_COMPACT 1u /* PTQ1_0: keep 1.75 bits per weight where a layout for it exists (ARM) */

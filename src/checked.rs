@@ -3,7 +3,7 @@
 //! status for a null, short, misaligned or overlapping buffer, never undefined behaviour.
 
 use crate::format::{
-    cast_blocks, cast_blocks_mut, check_k, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, Pod,
+    cast_blocks, cast_blocks_mut, check_k, BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, Pod,
 };
 use crate::kernels::act_pack::{self, ActFormat, PackedActs};
 use crate::kernels::{gemm_raw, KernelLevel, PackedWeights};
@@ -103,7 +103,13 @@ pub(crate) unsafe fn repack_checked(
                 k,
                 blocks_mut::<BlockX16>(dst, dst_size, need_dst)?,
             ),
-            (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
+            (SourceType::Ptq1_0, Layout::L64) => repack::repack_ptq1_0_to_l64(
+                blocks::<BlockPtq1_0>(src, src_size, need_src)?,
+                n_rows,
+                k,
+                blocks_mut::<BlockL64>(dst, dst_size, need_dst)?,
+            ),
+            (SourceType::Pq2_0, Layout::Ptq1_0x4 | Layout::L64) => Err(Error::Unsupported),
         }
     }
 }
@@ -132,7 +138,7 @@ pub(crate) unsafe fn gemm_checked(
     let fmt = ActFormat::for_kernel(lay, level, n_cols)?;
     let src = match lay {
         Layout::T2p | Layout::X16 => SourceType::Pq2_0,
-        Layout::Ptq1_0x4 => SourceType::Ptq1_0,
+        Layout::Ptq1_0x4 | Layout::L64 => SourceType::Ptq1_0,
     };
     let w_need = repack::repacked_size(src, lay, n_rows, k)?;
     check_k(k)?;
@@ -162,6 +168,8 @@ pub(crate) unsafe fn gemm_checked(
         Layout::Ptq1_0x4 => PackedWeights::ptq1_0x4(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
         // SAFETY: as above.
         Layout::X16 => PackedWeights::x16(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
+        // SAFETY: as above.
+        Layout::L64 => PackedWeights::l64(unsafe { blocks(w, w_size, w_need)? }, n_rows, k)?,
     };
     // SAFETY: dst valid for dst_len floats and the rows are the caller's (contract).
     unsafe { gemm_raw(level, &weights, &a, dst, dst_len, stride, rows) }
@@ -223,6 +231,9 @@ pub(crate) unsafe fn unpack_checked(
                 Layout::X16 => {
                     repack::unpack_x16_to_pq2_0(blocks::<BlockX16>(src, src_size, need_src)?, n_rows, k, out)
                 }
+                Layout::L64 => {
+                    repack::unpack_l64_to_pq2_0(blocks::<BlockL64>(src, src_size, need_src)?, n_rows, k, out)
+                }
                 Layout::Ptq1_0x4 => Err(Error::Unsupported),
             }
         }
@@ -230,7 +241,7 @@ pub(crate) unsafe fn unpack_checked(
     // SAFETY: the caller's contract on dst, forwarded.
     unsafe {
         match (st, lay) {
-            (SourceType::Pq2_0, Layout::Ptq1_0x4) => Err(Error::Unsupported),
+            (SourceType::Pq2_0, Layout::Ptq1_0x4 | Layout::L64) => Err(Error::Unsupported),
             (SourceType::Pq2_0, _) => pq2_rows(blocks_mut::<BlockPq2_0>(dst, dst_size, need_dst)?),
             (SourceType::Ptq1_0, Layout::Ptq1_0x4) => repack::unpack_x4_to_ptq1_0(
                 blocks::<BlockPtq1_0x4>(src, src_size, need_src)?,

@@ -184,6 +184,7 @@ pub extern "C" fn ggml_t2p_layout_name(layout_id: i32) -> *const c_char {
         Some(Layout::T2p) => "T2P\0",
         Some(Layout::Ptq1_0x4) => "PTQ1_0x4\0",
         Some(Layout::X16) => "X16\0",
+        Some(Layout::L64) => "L64\0",
         None => "unknown\0",
     };
     s.as_ptr().cast()

@@ -17,8 +17,8 @@
 
 use crate::error::Error;
 use crate::format::{
-    check_shape, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0, GGML_TYPE_PTQ1_0, QK,
-    X16_ROWS, ZERO_ROW,
+    check_shape, BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockT2p, BlockX16, GGML_TYPE_PQ2_0,
+    GGML_TYPE_PTQ1_0, L64_ROWS, QK, X16_ROWS, ZERO_ROW,
 };
 use core::mem::size_of;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,31 +33,36 @@ pub enum Layout {
     Ptq1_0x4 = 2,
     /// X16 (x86-64: `vpdpbusd`/`vpmaddubsw`; from PQ2_0 or PTQ1_0, 2.125 bits per weight).
     X16 = 3,
+    /// L64 (x86-64 with AVX-512 VBMI: table-lookup gemv, gemm through X16; from PTQ1_0 only,
+    /// 1.75 bits per weight kept).
+    L64 = 4,
 }
 
 impl Layout {
     /// Every layout.
-    pub const ALL: [Layout; 3] = [Layout::T2p, Layout::Ptq1_0x4, Layout::X16];
+    pub const ALL: [Layout; 4] = [Layout::T2p, Layout::Ptq1_0x4, Layout::X16, Layout::L64];
 
     /// Parses the C value.
     pub fn from_i32(v: i32) -> Option<Self> {
         Self::ALL.into_iter().find(|l| *l as i32 == v)
     }
 
-    /// Short name, as printed in logs (`T2P`, `PTQ1_0x4`, `X16`).
+    /// Short name, as printed in logs (`T2P`, `PTQ1_0x4`, `X16`, `L64`).
     pub fn name(self) -> &'static str {
         match self {
             Layout::T2p => "T2P",
             Layout::Ptq1_0x4 => "PTQ1_0x4",
             Layout::X16 => "X16",
+            Layout::L64 => "L64",
         }
     }
 
-    /// Rows per block (the row tile): 4, or 16 for X16.
+    /// Rows per block (the row tile): 4, 16 for X16, 64 for L64.
     pub fn tile_rows(self) -> usize {
         match self {
             Layout::T2p | Layout::Ptq1_0x4 => 4,
             Layout::X16 => X16_ROWS,
+            Layout::L64 => L64_ROWS,
         }
     }
 
@@ -67,12 +72,14 @@ impl Layout {
             Layout::T2p => size_of::<BlockT2p>(),
             Layout::Ptq1_0x4 => size_of::<BlockPtq1_0x4>(),
             Layout::X16 => size_of::<BlockX16>(),
+            Layout::L64 => size_of::<BlockL64>(),
         }
     }
 
-    /// Whether weights of `src` can be repacked into this layout.
+    /// Whether weights of `src` can be repacked into this layout (PTQ1_0x4 and L64 hold digits
+    /// only: PTQ1_0).
     pub fn accepts(self, src: SourceType) -> bool {
-        !(self == Layout::Ptq1_0x4 && src == SourceType::Pq2_0)
+        !(matches!(self, Layout::Ptq1_0x4 | Layout::L64) && src == SourceType::Pq2_0)
     }
 }
 
@@ -132,7 +139,7 @@ pub fn repacked_blocks(layout: Layout, n_rows: usize, k: usize) -> Result<usize,
 ///
 /// # Errors
 /// [`Error::Shape`] as [`source_size`], for the source or the repacked size;
-/// [`Error::Unsupported`] for PQ2_0 -> PTQ1_0x4.
+/// [`Error::Unsupported`] for PQ2_0 -> PTQ1_0x4 or L64.
 pub fn repacked_size(src: SourceType, layout: Layout, n_rows: usize, k: usize) -> Result<usize, Error> {
     if !layout.accepts(src) {
         return Err(Error::Unsupported);
@@ -379,6 +386,34 @@ pub fn repack_ptq1_0_to_x16(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &
     Ok(())
 }
 
+/// PTQ1_0 -> L64 (1.75 bits per weight: every byte of a row becomes one byte of L64, the 64 rows'
+/// bytes of a group side by side; docs/formats.md §9). [`unpack_l64_to_pq2_0`] gives the PQ2_0
+/// rows of the same weights and scales.
+///
+/// # Errors
+/// As [`repack_pq2_0_to_x16`] (`dst` needs [`repacked_blocks`]`(L64, ..)` blocks).
+pub fn repack_ptq1_0_to_l64(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockL64]) -> Result<(), Error> {
+    let nb = check(Layout::L64, n_rows, k, src.len(), dst.len())?;
+    let n = repacked_blocks(Layout::L64, n_rows, k)?;
+    repack_tiles::<_, _, L64_ROWS>(src, n_rows, nb, &mut dst[..n], &PTQ1_0_ZERO_ROW, |rows, o| {
+        for (r, b) in rows.iter().enumerate() {
+            o.set_row(r, b.d, &b.digits());
+        }
+    });
+    Ok(())
+}
+
+/// L64 -> PQ2_0 (the codes are the digits: the same weights and scales; padding rows dropped).
+/// A byte no repack writes reads as the kernels read it ([`crate::format::decode_group`]).
+///
+/// # Errors
+/// As [`repack_ptq1_0_to_l64`] with the roles of the buffers swapped.
+pub fn unpack_l64_to_pq2_0(src: &[BlockL64], n_rows: usize, k: usize, dst: &mut [BlockPq2_0]) -> Result<(), Error> {
+    let nb = check(Layout::L64, n_rows, k, dst.len(), src.len())?;
+    unpack_tiles::<_, _, L64_ROWS>(src, n_rows, nb, dst, BlockL64::row);
+    Ok(())
+}
+
 /// A repacked block that gives back one of its rows as floats (for `GET_ROWS` on a repacked
 /// matrix: [`dequantize_repacked_row`]).
 pub trait RowBlock: Copy {
@@ -393,6 +428,14 @@ impl RowBlock for BlockX16 {
     const ROWS: usize = X16_ROWS;
     fn dequantize(&self, r: usize, out: &mut [f32]) {
         // (the PQ2_0 block of a PTQ1_0 row has its digits as codes and its scale: the same values)
+        let done = crate::reference::dequantize_row_pq2_0(&[self.row(r)], out);
+        debug_assert_eq!(done, Ok(()));
+    }
+}
+
+impl RowBlock for BlockL64 {
+    const ROWS: usize = L64_ROWS;
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
         let done = crate::reference::dequantize_row_pq2_0(&[self.row(r)], out);
         debug_assert_eq!(done, Ok(()));
     }

@@ -1,16 +1,22 @@
 //! Block formats: the on-disk ggml blocks we read (PQ2_0, PTQ1_0), the activation block we
-//! consume (Q8_K) and the repacked layouts we run on (T2P and PTQ1_0x4 on ARM, X16 on x86-64).
+//! consume (Q8_K) and the repacked layouts we run on (T2P and PTQ1_0x4 on ARM, X16 and L64 on
+//! x86-64).
 //!
 //! Every type is `#[repr(C)]`, has no padding, and accepts any bit pattern, so a byte buffer of
 //! the right length and alignment can be viewed as a slice of blocks ([`cast_blocks`]).
 //! Sizes and field offsets are checked at compile time against docs/formats.md.
 
+mod l64;
 mod pq2_0;
 mod ptq1_0;
 mod q8_k;
 mod t2p;
 mod x16;
 
+pub use l64::{
+    decode_group, encode_group, group_half, group_trits, group_weight, position_row, scale_position, BlockL64,
+    L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
+};
 pub use pq2_0::BlockPq2_0;
 pub use ptq1_0::{digits_swar, ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS, TRIT_BYTES};
 pub use q8_k::BlockQ8K;
@@ -53,6 +59,9 @@ unsafe impl Pod for BlockT2p {}
 // SAFETY: repr(C) of integer and f16/f32 fields and arrays, so every bit pattern is valid; no
 // padding: the size assertions beside the type (x16.rs) equal the sum of the fields.
 unsafe impl Pod for BlockX16 {}
+// SAFETY: repr(C) of f16 and u8 arrays, so every bit pattern is valid; no padding: the size
+// assertions beside the type (l64.rs) equal the sum of the fields.
+unsafe impl Pod for BlockL64 {}
 // SAFETY: a primitive: every bit pattern is a valid u8, no padding.
 unsafe impl Pod for u8 {}
 // SAFETY: a primitive: every bit pattern is a valid f32 (NaNs included), no padding.

@@ -3,7 +3,7 @@
 //! callers only ask for its size ([`packed_size`]) and fill it ([`pack_raw`], safe for disjoint
 //! pieces from several threads at once).
 //!
-//! Four formats; which one a kernel reads is a column of the kernel table (`table.rs`), asked with
+//! Five formats; which one a kernel reads is a column of the kernel table (`table.rs`), asked with
 //! [`ActFormat::for_kernel`] (from the layout, kernel level and batch width):
 //!
 //! | format | element | for |
@@ -12,6 +12,7 @@
 //! | [`ActFormat::Dup`] | [`ActDup`]: each 8-value chunk duplicated `[y \| y]` | ARM `sdot` gemv (one column) |
 //! | [`ActFormat::X4`] | [`ActBlockX4`] ("Q8_Kx4"): 4 columns interleaved in 8-byte chunks | ARM `smmla` and `sdot` gemm |
 //! | [`ActFormat::T16`] | [`ActTile16`]: 16 columns as two 16 x 64 int8 AMX tiles, tile major | x86 AMX gemm |
+//! | [`ActFormat::Lut`] | [`LutHalf`]: the column's 26 group tables of partial dot products | x86 L64 gemv (one column) |
 //!
 //! Element `i` of a column is the half `i % 2` of its Q8_K block `i / 2` that 128-weight block `i`
 //! of a weight row meets (a row of `k = 128 * odd` values has `k/128` halves: the zero-padded half
@@ -20,6 +21,7 @@
 //! all-zero blocks) are never read: as `-sum(y)` in [`Q8Half`], and in the ARM formats as ready-made
 //! accumulator seeds `M - sum(y)` and `M + sum(y)` with `M =` [`MAGIC`] (see there).
 
+use super::act_lut::{self, LutHalf};
 use crate::error::Error;
 use crate::format::{cast_blocks, check_k, BlockQ8K, Pod, QK};
 use crate::reference::ROUNDING_MAGIC;
@@ -163,6 +165,9 @@ unsafe impl Pod for ActTile16 {}
 unsafe impl Pod for ActDup {}
 // SAFETY: as above.
 unsafe impl Pod for ActBlockX4 {}
+// SAFETY: repr(C) of u8 arrays, an f32 and u32 padding words, every bit pattern valid; no implicit
+// padding (the size assertion in act_lut.rs equals the sum of the fields).
+unsafe impl Pod for LutHalf {}
 
 /// The packed activation formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -175,6 +180,8 @@ pub enum ActFormat {
     X4,
     /// [`ActTile16`] per group of 16 columns and 128-weight block: element `(col / 16) * nb + i`.
     T16,
+    /// [`LutHalf`] per 128-weight block of the single column.
+    Lut,
 }
 
 impl ActFormat {
@@ -185,6 +192,7 @@ impl ActFormat {
             ActFormat::Dup => size_of::<ActDup>(),
             ActFormat::X4 => size_of::<ActBlockX4>(),
             ActFormat::T16 => size_of::<ActTile16>(),
+            ActFormat::Lut => size_of::<LutHalf>(),
         }
     }
 
@@ -192,7 +200,7 @@ impl ActFormat {
     fn elements(self, nb: usize, n_cols: usize) -> Option<usize> {
         match self {
             ActFormat::Halves => n_cols.checked_mul(nb),
-            ActFormat::Dup => (n_cols <= 1).then_some(n_cols * nb),
+            ActFormat::Dup | ActFormat::Lut => (n_cols <= 1).then_some(n_cols * nb),
             ActFormat::X4 => n_cols.div_ceil(4).checked_mul(nb),
             ActFormat::T16 => n_cols.div_ceil(16).checked_mul(nb),
         }
@@ -201,7 +209,7 @@ impl ActFormat {
     /// Columns per element group: the batch is padded to a multiple of this.
     fn group(self) -> usize {
         match self {
-            ActFormat::Halves | ActFormat::Dup => 1,
+            ActFormat::Halves | ActFormat::Dup | ActFormat::Lut => 1,
             ActFormat::X4 => 4,
             ActFormat::T16 => 16,
         }
@@ -276,6 +284,10 @@ unsafe fn write_half(format: ActFormat, base: *mut u8, nb: usize, col: usize, i:
                 for c in 0..16 {
                     core::ptr::copy_nonoverlapping(qs.as_ptr().add(8 * c), dst.add((4 * c + lane) * 8), 8);
                 }
+            }
+            ActFormat::Lut => {
+                // built in place: the element is 6.7 KB (Pod, aligned: PACKED_ALIGN)
+                act_lut::build(qs, d, &mut *base.cast::<LutHalf>().add(i));
             }
             ActFormat::T16 => {
                 let e = base.cast::<ActTile16>().add((col / 16) * nb + i);

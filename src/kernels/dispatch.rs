@@ -143,6 +143,9 @@ pub unsafe fn gemm_raw(
             (Entry::T2pX4(f), PackedWeights::T2p { blocks, .. }) => f(job!(blocks)),
             (Entry::Ptq1Dup(f), PackedWeights::Ptq1_0x4 { blocks, .. }) => f(job!(blocks)),
             (Entry::Ptq1X4(f), PackedWeights::Ptq1_0x4 { blocks, .. }) => f(job!(blocks)),
+            (Entry::L64Halves(f), PackedWeights::L64 { blocks, .. }) => f(job!(blocks)),
+            (Entry::L64Lut(f), PackedWeights::L64 { blocks, .. }) => f(job!(blocks)),
+            (Entry::L64Tile16(f), PackedWeights::L64 { blocks, .. }) => f(job!(blocks)),
             _ => unreachable!("the table's kernel for {:?} reads another layout", w.layout()),
         }
     }

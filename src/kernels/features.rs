@@ -29,6 +29,9 @@ pub struct CpuFeatures {
     pub amx_tile: bool,
     /// AMX-INT8 (`CPUID.(7,0):EDX[25]`: `tdpbssd` and friends), reported only with `amx_tile`.
     pub amx_int8: bool,
+    /// AVX-512 VBMI (`vpermi2b`, `vpermb`; Ice Lake, Sapphire Rapids, Zen 4) on top of
+    /// `avx512vnni`: what the L64 layout's kernels need besides their level's features.
+    pub avx512vbmi: bool,
     /// The CPU vendor is AMD (x86 only; informational: the level choice is the same on every vendor).
     pub amd: bool,
 }
@@ -211,6 +214,7 @@ impl CpuFeatures {
             f.avx2 = has!("avx2") && has!("fma") && has!("f16c");
             f.avxvnni = f.avx2 && has!("avxvnni");
             f.avx512vnni = f.avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
+            f.avx512vbmi = f.avx512vnni && has!("avx512vbmi");
             // SAFETY: cpuid leaf 0 exists on every x86-64 CPU (a safe function in newer Rust).
             #[allow(unused_unsafe)]
             let id = unsafe { core::arch::x86_64::__cpuid(0) };
@@ -247,6 +251,7 @@ impl CpuFeatures {
             avx512vnni: b & 32 != 0,
             amx_tile: b & 64 != 0,
             amx_int8: b & 128 != 0,
+            avx512vbmi: b & 256 != 0,
             amd: false,
         }
     }
@@ -258,7 +263,7 @@ impl CpuFeatures {
 
     /// Bit mask as in the C header: 1 NEON, 2 dotprod, 4 i8mm, 8 AVX2 (+FMA+F16C), 16 AVX-VNNI,
     /// 32 AVX-512 VNNI (+F, BW, VL), 64 AMX-TILE (with the OS state; the Linux permission is not
-    /// part of it, see [`CpuFeatures::amx_tile`]), 128 AMX-INT8.
+    /// part of it, see [`CpuFeatures::amx_tile`]), 128 AMX-INT8, 256 AVX-512 VBMI.
     pub fn bits(self) -> u32 {
         u32::from(self.neon)
             | u32::from(self.dotprod) << 1
@@ -268,6 +273,7 @@ impl CpuFeatures {
             | u32::from(self.avx512vnni) << 5
             | u32::from(self.amx_tile) << 6
             | u32::from(self.amx_int8) << 7
+            | u32::from(self.avx512vbmi) << 8
     }
 
     /// Whether every feature of `need` is in `self` (`amd` is not a feature and is ignored).
@@ -312,7 +318,7 @@ mod tests {
 
     #[test]
     fn bits_round_trip() {
-        for b in 0..256 {
+        for b in 0..512 {
             assert_eq!(CpuFeatures::from_bits(b).bits(), b);
         }
         let amd = CpuFeatures { avx2: true, amd: true, ..CpuFeatures::default() };

@@ -23,6 +23,7 @@
 //!
 //! This file only declares.
 
+pub mod act_lut;
 pub mod act_pack;
 // the AMX tile kernel's body: the library runs it on x86-64; elsewhere only the tests do (under
 // the scalar model, feature `testing`)
@@ -56,6 +57,8 @@ mod x86;
 mod x86_amx;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_l64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_quant;
 #[cfg(target_arch = "x86_64")]

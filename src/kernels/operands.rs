@@ -5,13 +5,13 @@
 
 use super::act_pack::PackedActs;
 use crate::error::Error;
-use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16};
+use crate::format::{BlockL64, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16};
 use crate::repack::{repacked_blocks, Layout};
 use core::ops::Range;
 
 /// A repacked weight matrix of `n_rows x k` weights (`n_rows % 4 == 0`, `k % 128 == 0`), stored
 /// tile major: all `k/128` blocks of rows `0..tile`, then the next tile (tile = 4 rows for T2P and
-/// PTQ1_0x4, 16 for X16, whose last tile may be padded).
+/// PTQ1_0x4, 16 for X16 and 64 for L64, whose last tile may be padded).
 #[derive(Clone, Copy, Debug)]
 pub enum PackedWeights<'a> {
     /// T2P blocks (from PQ2_0 or PTQ1_0).
@@ -36,6 +36,15 @@ pub enum PackedWeights<'a> {
     X16 {
         /// `ceil(n_rows/16) * k/128` blocks.
         blocks: &'a [BlockX16],
+        /// Output rows.
+        n_rows: usize,
+        /// Weights per row.
+        k: usize,
+    },
+    /// L64 blocks (from PTQ1_0, 1.75 bits per weight; x86-64 with AVX-512 VBMI).
+    L64 {
+        /// `ceil(n_rows/64) * k/128` blocks.
+        blocks: &'a [BlockL64],
         /// Output rows.
         n_rows: usize,
         /// Weights per row.
@@ -79,12 +88,22 @@ impl<'a> PackedWeights<'a> {
         Ok(PackedWeights::X16 { blocks, n_rows, k })
     }
 
+    /// An L64 matrix; errors as [`PackedWeights::t2p`].
+    ///
+    /// # Errors
+    /// As [`PackedWeights::t2p`].
+    pub fn l64(blocks: &'a [BlockL64], n_rows: usize, k: usize) -> Result<Self, Error> {
+        check_matrix(Layout::L64, n_rows, k, blocks.len())?;
+        Ok(PackedWeights::L64 { blocks, n_rows, k })
+    }
+
     /// The layout.
     pub fn layout(&self) -> Layout {
         match self {
             PackedWeights::T2p { .. } => Layout::T2p,
             PackedWeights::Ptq1_0x4 { .. } => Layout::Ptq1_0x4,
             PackedWeights::X16 { .. } => Layout::X16,
+            PackedWeights::L64 { .. } => Layout::L64,
         }
     }
 
@@ -93,14 +112,18 @@ impl<'a> PackedWeights<'a> {
         match *self {
             PackedWeights::T2p { n_rows, .. }
             | PackedWeights::Ptq1_0x4 { n_rows, .. }
-            | PackedWeights::X16 { n_rows, .. } => n_rows,
+            | PackedWeights::X16 { n_rows, .. }
+            | PackedWeights::L64 { n_rows, .. } => n_rows,
         }
     }
 
     /// Weights per row.
     pub fn k(&self) -> usize {
         match *self {
-            PackedWeights::T2p { k, .. } | PackedWeights::Ptq1_0x4 { k, .. } | PackedWeights::X16 { k, .. } => k,
+            PackedWeights::T2p { k, .. }
+            | PackedWeights::Ptq1_0x4 { k, .. }
+            | PackedWeights::X16 { k, .. }
+            | PackedWeights::L64 { k, .. } => k,
         }
     }
 }

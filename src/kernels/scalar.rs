@@ -5,7 +5,7 @@
 
 use super::act_pack::Q8Half;
 use super::operands::Job;
-use crate::format::{ptq1_0_digit, BlockPtq1_0x4, BlockT2p, BlockX16, X16_ROWS};
+use crate::format::{ptq1_0_digit, BlockL64, BlockPtq1_0x4, BlockT2p, BlockX16, L64_ROWS, X16_ROWS};
 use crate::reference::{accumulate_block, Contract};
 
 /// Row `r`'s 128 weights of a T2P block as signed values `code - 1` (-1..=2).
@@ -114,4 +114,10 @@ pub(crate) fn gemm_ptq1_0x4_4xn_q8_k_generic(job: Job<'_, BlockPtq1_0x4, Q8Half>
 /// Scalar X16 x Q8_K for any number of columns.
 pub(crate) fn gemm_x16_16xn_q8_k_generic(job: Job<'_, BlockX16, Q8Half>) {
     gemm_generic::<_, X16_ROWS>(job, x16_row_values, |b, r| b.d_f32(r));
+}
+
+/// Scalar L64 x Q8_K for any number of columns (every byte decoded as
+/// [`crate::format::decode_group`] reads it).
+pub(crate) fn gemm_l64_64xn_q8_k_generic(job: Job<'_, BlockL64, Q8Half>) {
+    gemm_generic::<_, L64_ROWS>(job, |b, r| b.row_codes(r).map(|c| c as i8 - 1), |b, r| b.row_d(r).to_f32());
 }

@@ -17,6 +17,7 @@
 //! Layers: this module names the ISA files and the shared types below them (operands, activation
 //! formats, CPU features); only the dispatch, the driver and the C ABI sit above it.
 
+use super::act_lut::LutHalf;
 use super::act_pack::{ActBlockX4, ActDup, ActFormat, ActTile16, Q8Half};
 use super::features::{self, CpuFeatures};
 use super::operands::Job;
@@ -24,9 +25,9 @@ use super::scalar;
 #[cfg(target_arch = "aarch64")]
 use super::{neon_dotprod, neon_i8mm, neon_quant, ptq1_0_neon};
 #[cfg(target_arch = "x86_64")]
-use super::{x86_amx, x86_avx2, x86_quant, x86_vnni};
+use super::{x86_amx, x86_avx2, x86_l64, x86_quant, x86_vnni};
 use crate::error::Error;
-use crate::format::{BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16};
+use crate::format::{BlockL64, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16};
 use crate::reference::Contract;
 use crate::repack::{Layout, SourceType};
 use core::ops::RangeInclusive;
@@ -114,7 +115,7 @@ impl Arch {
 /// (narrower leftovers of a batch run smaller tiles of the same kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tile {
-    /// Weight rows (the layout's row tile: 4 for T2P and PTQ1_0x4, 16 for X16).
+    /// Weight rows (the layout's row tile: 4 for T2P and PTQ1_0x4, 16 for X16, 64 for L64).
     pub rows: usize,
     /// Activation columns (1: one column at a time).
     pub cols: usize,
@@ -146,6 +147,14 @@ pub(crate) enum Entry {
     /// PTQ1_0x4 weights, [`ActFormat::X4`].
     #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // built only on ARM
     Ptq1X4(unsafe fn(Job<'_, BlockPtq1_0x4, ActBlockX4>)),
+    /// L64 weights, [`ActFormat::Halves`].
+    L64Halves(unsafe fn(Job<'_, BlockL64, Q8Half>)),
+    /// L64 weights, [`ActFormat::Lut`].
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // built only on x86-64
+    L64Lut(unsafe fn(Job<'_, BlockL64, LutHalf>)),
+    /// L64 weights, [`ActFormat::T16`].
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // built only on x86-64
+    L64Tile16(unsafe fn(Job<'_, BlockL64, ActTile16>)),
 }
 
 /// A Q8_K quantizer: `x.len() == 256 * y.len()` floats into `y` (the caller checks the lengths
@@ -167,6 +176,9 @@ pub struct KernelSpec {
     pub tile: Tile,
     /// Its entry point's path in `src/kernels` (for logs and tools).
     pub entry_name: &'static str,
+    /// CPU features it needs besides its level's (the L64 kernels: AVX-512 VBMI); a level runs
+    /// a layout only where the CPU has them.
+    pub extra: CpuFeatures,
     /// The entry point; `None` in a build for another architecture than the level's.
     pub(crate) entry: Option<Entry>,
 }
@@ -211,12 +223,16 @@ macro_rules! on {
 /// One [`KernelSpec`]: `layout, cols, act format, rows x cols, arch, Entry variant(path)`.
 macro_rules! kernel {
     ($layout:ident, $cols:expr, $act:ident, $rows:literal x $tc:literal, $arch:tt, $variant:ident($f:path)) => {
+        kernel!($layout, $cols, $act, $rows x $tc, $arch, $variant($f), 0)
+    };
+    ($layout:ident, $cols:expr, $act:ident, $rows:literal x $tc:literal, $arch:tt, $variant:ident($f:path), $extra:expr) => {
         KernelSpec {
             layout: Layout::$layout,
             cols: $cols,
             act: ActFormat::$act,
             tile: Tile { rows: $rows, cols: $tc },
             entry_name: stringify!($f),
+            extra: CpuFeatures::from_bits($extra),
             entry: on!($arch, Entry::$variant($f)),
         }
     };
@@ -242,6 +258,7 @@ const AVXVNNI: u32 = 16;
 const AVX512VNNI: u32 = 32;
 const AMX_TILE: u32 = 64;
 const AMX_INT8: u32 = 128;
+const AVX512VBMI: u32 = 256;
 
 /// The kernel table, one row per level in [`KernelLevel`] order (`LEVELS[level as usize - 1]`).
 pub static LEVELS: [LevelSpec; 7] = [
@@ -255,6 +272,7 @@ pub static LEVELS: [LevelSpec; 7] = [
             kernel!(T2p, ANY, Halves, 4 x 1, any, T2pHalves(scalar::gemm_t2p_4xn_q8_k_generic)),
             kernel!(Ptq1_0x4, ANY, Halves, 4 x 1, any, Ptq1Halves(scalar::gemm_ptq1_0x4_4xn_q8_k_generic)),
             kernel!(X16, ANY, Halves, 16 x 1, any, X16Halves(scalar::gemm_x16_16xn_q8_k_generic)),
+            kernel!(L64, ANY, Halves, 64 x 1, any, L64Halves(scalar::gemm_l64_64xn_q8_k_generic)),
         ],
         quantize_name: "reference",
         quantize: None,
@@ -325,6 +343,9 @@ pub static LEVELS: [LevelSpec; 7] = [
         kernels: &[
             kernel!(X16, ONE, Halves, 16 x 1, "x86_64", X16Halves(x86_vnni::gemv_x16_16x1_q8_k_avx512vnni)),
             kernel!(X16, ANY, Halves, 16 x 8, "x86_64", X16Halves(x86_vnni::gemm_x16_16x8_q8_k_avx512vnni)),
+            // L64 (with VBMI): the table-lookup gemv; gemm through X16 tiles expanded per 64 rows
+            kernel!(L64, ONE, Lut, 64 x 1, "x86_64", L64Lut(x86_l64::gemv_l64_64x1_q8_k_avx512vbmi), AVX512VBMI),
+            kernel!(L64, ANY, Halves, 64 x 8, "x86_64", L64Halves(x86_l64::gemm_l64_64x8_q8_k_avx512vbmi), AVX512VBMI),
         ],
         quantize_name: "x86_quant::quantize_q8_k_avx512",
         quantize: on!("x86_64", x86_quant::quantize_q8_k_avx512 as QuantizeFn),
@@ -343,6 +364,11 @@ pub static LEVELS: [LevelSpec; 7] = [
             kernel!(X16, AMX_NARROW, T16, 16 x 15, "x86_64", X16Tile16(x86_amx::gemm_x16_narrow_q8_k_amx_level)),
             // 16 x 16 per tdpbssd pair, 2 x 2 such tiles at a time (amx::BLOCKING)
             kernel!(X16, AMX_WIDE, T16, 16 x 16, "x86_64", X16Tile16(x86_amx::gemm_x16_16x16_q8_k_amx_level)),
+            // L64 (with VBMI): as avx512vnni's, the tiles' gemm on the expanded X16 tiles
+            kernel!(L64, ONE, Lut, 64 x 1, "x86_64", L64Lut(x86_l64::gemv_l64_64x1_q8_k_avx512vbmi), AVX512VBMI),
+            kernel!(L64, AMX_VNNI, Halves, 64 x 8, "x86_64", L64Halves(x86_l64::gemm_l64_64x8_q8_k_avx512vbmi), AVX512VBMI),
+            kernel!(L64, AMX_NARROW, T16, 64 x 15, "x86_64", L64Tile16(x86_l64::gemm_l64_narrow_q8_k_amx), AVX512VBMI),
+            kernel!(L64, AMX_WIDE, T16, 64 x 16, "x86_64", L64Tile16(x86_l64::gemm_l64_64x16_q8_k_amx), AVX512VBMI),
         ],
         quantize_name: "x86_quant::quantize_q8_k_avx512",
         quantize: on!("x86_64", x86_quant::quantize_q8_k_avx512 as QuantizeFn),
@@ -405,15 +431,22 @@ impl KernelLevel {
         self.spec().name_c
     }
 
-    /// Whether this level has kernels for `layout`.
+    /// Whether this level has kernels for `layout` (on this CPU: see [`KernelSpec::extra`]).
     pub fn runs(self, layout: Layout) -> bool {
-        self.spec().kernels.iter().any(|k| k.layout == layout)
+        self.runs_on(layout, CpuFeatures::detect())
+    }
+
+    /// [`KernelLevel::runs`] on a CPU with features `f`.
+    pub fn runs_on(self, layout: Layout, f: CpuFeatures) -> bool {
+        self.spec().kernels.iter().any(|k| k.layout == layout && f.contains(k.extra))
     }
 
     /// The kernel this level runs for `layout` and a batch of `n_cols` columns (see
-    /// [`KernelSpec::cols`]); `None` when it has no kernels for `layout`.
+    /// [`KernelSpec::cols`]); `None` when it has no kernels for `layout` (on this CPU: see
+    /// [`KernelSpec::extra`]).
     pub fn kernel(self, layout: Layout, n_cols: usize) -> Option<&'static KernelSpec> {
-        self.spec().kernels.iter().find(|k| k.layout == layout && k.cols.contains(&n_cols))
+        let f = CpuFeatures::detect();
+        self.spec().kernels.iter().find(|k| k.layout == layout && k.cols.contains(&n_cols) && f.contains(k.extra))
     }
 
     /// Whether this level's kernels can run on the current CPU and build. For a level whose row
@@ -453,15 +486,25 @@ impl KernelLevel {
         BEST_ORDER.into_iter().find(|l| l.is_available_on(f))
     }
 
-    /// The layout this level runs weights of `src` on: X16 for the x86 levels, T2P on ARM (or
-    /// PTQ1_0x4 for PTQ1_0 with `prefer_compact`, keeping 1.75 bits per weight), and for the
-    /// reference level the layout the best level of this CPU would use (X16 on x86, else T2P).
+    /// The layout this level runs weights of `src` on: X16 for the x86 levels (or L64 for PTQ1_0
+    /// with `prefer_compact` where the level runs it: AVX-512 VBMI), T2P on ARM (or PTQ1_0x4 for
+    /// PTQ1_0 with `prefer_compact`); both compact layouts keep 1.75 bits per weight. For the
+    /// reference level, the layout the best level of this CPU would use (X16 or L64 on x86, else
+    /// T2P or PTQ1_0x4).
     pub fn layout_for(self, src: SourceType, prefer_compact: bool) -> Layout {
-        let arm_layout = if prefer_compact && src == SourceType::Ptq1_0 { Layout::Ptq1_0x4 } else { Layout::T2p };
+        let compact = prefer_compact && src == SourceType::Ptq1_0;
+        let arm_layout = if compact { Layout::Ptq1_0x4 } else { Layout::T2p };
+        let x86_layout = |level: Option<KernelLevel>| {
+            if compact && level.is_some_and(|l| l.runs(Layout::L64)) {
+                Layout::L64
+            } else {
+                Layout::X16
+            }
+        };
         match self.spec().arch {
-            Arch::X86_64 => Layout::X16,
+            Arch::X86_64 => x86_layout(Some(self)),
             Arch::Aarch64 => arm_layout,
-            Arch::Any if cfg!(target_arch = "x86_64") => Layout::X16,
+            Arch::Any if cfg!(target_arch = "x86_64") => x86_layout(KernelLevel::best()),
             Arch::Any => arm_layout,
         }
     }
@@ -532,6 +575,9 @@ mod tests {
             Entry::T2pX4(_) => (Layout::T2p, ActFormat::X4),
             Entry::Ptq1Dup(_) => (Layout::Ptq1_0x4, ActFormat::Dup),
             Entry::Ptq1X4(_) => (Layout::Ptq1_0x4, ActFormat::X4),
+            Entry::L64Halves(_) => (Layout::L64, ActFormat::Halves),
+            Entry::L64Lut(_) => (Layout::L64, ActFormat::Lut),
+            Entry::L64Tile16(_) => (Layout::L64, ActFormat::T16),
         }
     }
 

@@ -8,7 +8,7 @@
 //! repacked copy of the same bytes.
 
 use crate::checked::{blocks, overlaps};
-use crate::format::{BlockPtq1_0x4, BlockT2p, BlockX16};
+use crate::format::{BlockL64, BlockPtq1_0x4, BlockT2p, BlockX16};
 use crate::hybrid::abi::{dims, ggml_t2p_tensor_view, GGML_TYPE_F32, GGML_TYPE_I32};
 use crate::hybrid::split;
 use crate::repack::{self, dequantize_repacked_row, Layout, RowBlock, SourceType};
@@ -98,6 +98,7 @@ pub(crate) unsafe fn get_rows(
         match lay {
             Layout::X16 => rows::<BlockX16>(blocks(w, w_size, need)?, n_rows, k, share, row_of, dst.data, dnb[1]),
             Layout::T2p => rows::<BlockT2p>(blocks(w, w_size, need)?, n_rows, k, share, row_of, dst.data, dnb[1]),
+            Layout::L64 => rows::<BlockL64>(blocks(w, w_size, need)?, n_rows, k, share, row_of, dst.data, dnb[1]),
             Layout::Ptq1_0x4 => {
                 rows::<BlockPtq1_0x4>(blocks(w, w_size, need)?, n_rows, k, share, row_of, dst.data, dnb[1])
             }
@@ -234,7 +235,8 @@ mod tests {
         let mut cases = 0;
         for st in [SourceType::Pq2_0, SourceType::Ptq1_0] {
             for lay in Layout::ALL.into_iter().filter(|l| l.accepts(st)) {
-                // row counts on and off the X16 tile (a padded last tile), one and several blocks
+                // row counts on and off the X16 tile (a padded last tile; every L64 tile is padded
+                // here), one and several blocks
                 for (n_rows, k) in [(4, 128), (20, 384), (36, 256), (48, 128)] {
                     let (src, rows) = source(st, n_rows, k, (n_rows * k + cases) as u64 + 1);
                     let (store, n) = repacked(st, lay, &src, n_rows, k);
@@ -257,7 +259,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(cases, 5 * 4 * 4); // PQ2_0: T2P, X16; PTQ1_0: T2P, PTQ1_0x4, X16
+        assert_eq!(cases, 6 * 4 * 4); // PQ2_0: T2P, X16; PTQ1_0: T2P, PTQ1_0x4, X16, L64
     }
 
     #[test]

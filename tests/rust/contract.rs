@@ -6,7 +6,7 @@
 //!   `GGML_T2P_ERR_SHAPE`, and answers OK up to it.
 
 use ggml_t2p::ffi::{self, ggml_t2p_act_packed_size, ggml_t2p_repacked_size, ggml_t2p_supports};
-use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK, QK_K};
+use ggml_t2p::format::{BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK, QK_K};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{self, repacked_blocks, Layout, SourceType};
 use ggml_t2p::{kernels, Activations, Error, KernelLevel, PackedWeights};
@@ -69,6 +69,7 @@ enum Packed {
     T2p(Vec<BlockT2p>),
     X4(Vec<BlockPtq1_0x4>),
     X16(Vec<BlockX16>),
+    L64(Vec<BlockL64>),
 }
 
 impl Packed {
@@ -100,7 +101,12 @@ impl Packed {
                 repack::repack_ptq1_0_to_x16(s, n_rows, k, &mut d).unwrap();
                 Packed::X16(d)
             }
-            (Source::Pq2_0(_), Layout::Ptq1_0x4) => unreachable!("PQ2_0 has no PTQ1_0x4 layout"),
+            (Source::Ptq1_0(s), Layout::L64) => {
+                let mut d = vec![BlockL64::default(); n];
+                repack::repack_ptq1_0_to_l64(s, n_rows, k, &mut d).unwrap();
+                Packed::L64(d)
+            }
+            (Source::Pq2_0(_), Layout::Ptq1_0x4 | Layout::L64) => unreachable!("PQ2_0 has no {layout:?} layout"),
         }
     }
 
@@ -109,6 +115,7 @@ impl Packed {
             Packed::T2p(b) => PackedWeights::t2p(b, n_rows, k),
             Packed::X4(b) => PackedWeights::ptq1_0x4(b, n_rows, k),
             Packed::X16(b) => PackedWeights::x16(b, n_rows, k),
+            Packed::L64(b) => PackedWeights::l64(b, n_rows, k),
         }
         .unwrap()
     }
@@ -323,6 +330,8 @@ fn size_queries_refuse_sizes_past_isize_max() {
         (PQ2_0, Layout::X16, 16, 544),      // 16 rows x 34 B
         (PQ2_0, Layout::X16, 4, 544),       // 4 rows padded to an X16 tile: 544 B > source 136 B
         (PTQ1_0, Layout::X16, 4, 544),
+        (PTQ1_0, Layout::L64, 64, 1792), // 64 rows x 28 B
+        (PTQ1_0, Layout::L64, 4, 1792),  // 4 rows padded to an L64 tile
     ] {
         let km = k_max(bytes_per_128);
         let size = repacked_size(t, layout, rows, km).unwrap_or_else(|e| panic!("{layout:?} rows {rows} k {km}: {e}"));
@@ -353,8 +362,8 @@ fn row_tile_slices_repack_to_slices_of_the_whole() {
     for t in [SourceType::Pq2_0, SourceType::Ptq1_0] {
         for layout in Layout::ALL.into_iter().filter(|l| l.accepts(t)) {
             let tile = layout.tile_rows();
-            // rows come in fours; X16 pads a last partial tile (here 4 of its 16 rows)
-            let n_rows = if layout == Layout::X16 { 5 * tile + 4 } else { 5 * tile };
+            // rows come in fours; X16 and L64 pad a last partial tile (here 4 of its rows)
+            let n_rows = if matches!(layout, Layout::X16 | Layout::L64) { 5 * tile + 4 } else { 5 * tile };
             let src = Source::random(t, &mut rng, n_rows, k);
             let (src_ptr, src_len, type_id) = match &src {
                 Source::Pq2_0(v) => (v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()), PQ2_0),

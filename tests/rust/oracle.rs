@@ -1,16 +1,16 @@
-//! The integer oracle: every kernel level this CPU runs, on both repacked layouts, against the
+//! The integer oracle: every kernel level this CPU runs, on every repacked layout, against the
 //! reference dot of the original rows (`reference::vec_dot_*_q8_k`), bit for bit, over a fixed
 //! class of shapes, batch widths and edge-case data; and row-range splits 1..8 ways.
 
 mod common;
 
 use common::{bytes_mut, level_names, levels_for, Rng};
-use ggml_t2p::format::{BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
+use ggml_t2p::format::{BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK};
 use ggml_t2p::kernels::{gemm, gemm_par, KernelLevel};
 use ggml_t2p::reference::{vec_dot_pq2_0_q8_k, vec_dot_ptq1_0_q8_k, Contract};
 use ggml_t2p::repack::{
-    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_t2p, repack_ptq1_0_to_x16,
-    repack_ptq1_0_to_x4, repacked_blocks, Layout,
+    ptq1_0_to_pq2_0, repack_pq2_0_to_t2p, repack_pq2_0_to_x16, repack_ptq1_0_to_l64, repack_ptq1_0_to_t2p,
+    repack_ptq1_0_to_x16, repack_ptq1_0_to_x4, repacked_blocks, Layout,
 };
 use ggml_t2p::{Activations, PackedWeights};
 use half::f16;
@@ -158,7 +158,7 @@ fn acts(rng: &mut Rng, n_cols: usize, k: usize, a: Acts) -> Vec<BlockQ8K> {
     }
 }
 
-/// One case: every layout (T2P, X16 and, for PTQ1_0 sources, PTQ1_0x4) on every level this CPU
+/// One case: every layout (T2P, X16 and, for PTQ1_0 sources, PTQ1_0x4 and L64) on every level this CPU
 /// runs it with, against the reference dot of the source rows. Returns the number of outputs
 /// checked.
 fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, act: &[BlockQ8K]) -> usize {
@@ -180,6 +180,7 @@ fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, 
     let mut t2p = vec![BlockT2p::default(); n_rows / 4 * nb];
     let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
     let mut x4 = Vec::new();
+    let mut l64 = Vec::new();
     match src {
         Source::Pq2(w) => {
             repack_pq2_0_to_t2p(w, n_rows, k, &mut t2p).unwrap();
@@ -190,11 +191,14 @@ fn check_case(name: &str, n_rows: usize, k: usize, n_cols: usize, src: &Source, 
             repack_ptq1_0_to_x16(w, n_rows, k, &mut x16).unwrap();
             x4 = vec![BlockPtq1_0x4::default(); n_rows / 4 * nb];
             repack_ptq1_0_to_x4(w, n_rows, k, &mut x4).unwrap();
+            l64 = vec![BlockL64::default(); repacked_blocks(Layout::L64, n_rows, k).unwrap()];
+            repack_ptq1_0_to_l64(w, n_rows, k, &mut l64).unwrap();
         }
     }
     let mut mats = vec![PackedWeights::t2p(&t2p, n_rows, k).unwrap(), PackedWeights::x16(&x16, n_rows, k).unwrap()];
     if !x4.is_empty() {
         mats.push(PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap());
+        mats.push(PackedWeights::l64(&l64, n_rows, k).unwrap());
     }
     let mut checked = 0;
     for pw in &mats {
@@ -310,10 +314,13 @@ fn row_range_splits() {
     repack_ptq1_0_to_x4(&src, n_rows, k, &mut x4).unwrap();
     let mut x16 = vec![BlockX16::default(); repacked_blocks(Layout::X16, n_rows, k).unwrap()];
     repack_ptq1_0_to_x16(&src, n_rows, k, &mut x16).unwrap();
+    let mut l64 = vec![BlockL64::default(); repacked_blocks(Layout::L64, n_rows, k).unwrap()];
+    repack_ptq1_0_to_l64(&src, n_rows, k, &mut l64).unwrap();
     let mats = [
         PackedWeights::t2p(&t2p, n_rows, k).unwrap(),
         PackedWeights::ptq1_0x4(&x4, n_rows, k).unwrap(),
         PackedWeights::x16(&x16, n_rows, k).unwrap(),
+        PackedWeights::l64(&l64, n_rows, k).unwrap(),
     ];
     let mut runs = 0;
     // 3 and 7 columns end in a 3-column tile at avx2 (`Isa::TAIL3`)
