@@ -83,8 +83,10 @@ fn quoted(v: &str) -> String {
 ///   declines, except: `amx` where the CPU or OS refuses AMX falls back to the best other level
 ///   (with a warning; the VNNI levels need no OS permission); a level whose feature the OS cannot
 ///   report either way (i8mm on older Windows on ARM) is assumed, with a warning.
-/// - `ptq1_request`: `GGML_T2P_PTQ1` (`None` or `t2p`: the fast layout; `native`: keep 1.75 bits
-///   per weight where a layout for that exists); anything else warns and means `t2p`.
+/// - `ptq1_request`: `GGML_T2P_PTQ1` (`t2p`: the 2.125-bit layouts, T2P or X16; `native`: keep
+///   1.75 bits per weight where a layout for that exists: PTQ1_0x4 on ARM, L64 on x86 with AVX-512
+///   VBMI; `None`: the default, `native` where the level runs L64 (x86: measured faster, see
+///   docs/ptq1_0.md), else `t2p`); anything else warns and means the default.
 /// - `host_pq2`, `host_ptq1`: whether the host's type ids 142 and 143 are PQ2_0 and PTQ1_0 (block
 ///   of 128 weights, [`source_block_bytes`] bytes); a type the host lacks gets no layout, and a
 ///   host with neither declines.
@@ -145,12 +147,28 @@ pub fn choose(kernel_request: Option<&str>, ptq1_request: Option<&str>, host_pq2
             level
         }
     };
+    // x86 levels that run L64 keep PTQ1_0 at 1.75 bits by default; ARM's PTQ1_0x4 stays opt-in
+    let l64 = cfg!(target_arch = "x86_64") && kernel.layout_for(SourceType::Ptq1_0, true) == Layout::L64;
+    let default_name = if l64 { "native" } else { "t2p" };
     let compact = match ptq1_request {
-        None | Some("t2p") => false,
-        Some("native") => true,
+        None => l64,
+        Some("t2p") => false,
+        Some("native") => {
+            if cfg!(target_arch = "x86_64") && !l64 {
+                warnings.push(format!(
+                    "GGML_T2P_PTQ1=native: kernel {} has no 1.75-bit PTQ1_0 layout here (L64 needs AVX-512 VBMI \
+                     and the avx512vnni or amx level); PTQ1_0 -> X16",
+                    kernel.name()
+                ));
+            }
+            true
+        }
         Some(other) => {
-            warnings.push(format!("unknown GGML_T2P_PTQ1={} (expected t2p or native), using t2p", quoted(other)));
-            false
+            warnings.push(format!(
+                "unknown GGML_T2P_PTQ1={} (expected t2p or native), using {default_name}",
+                quoted(other)
+            ));
+            l64
         }
     };
     let pq2_layout = host_pq2.then(|| kernel.layout_for(SourceType::Pq2_0, false));
@@ -236,12 +254,21 @@ mod tests {
             Some(best) => {
                 assert_eq!(c.kernel, Some(best));
                 assert_eq!(c.pq2_layout, Some(best.layout_for(SourceType::Pq2_0, false)));
-                assert_eq!(c.ptq1_layout, Some(best.layout_for(SourceType::Ptq1_0, false)));
+                // PTQ1_0: L64 by default where the level runs it (x86 with VBMI), else the fast layout
+                let l64 = best.layout_for(SourceType::Ptq1_0, true) == Layout::L64;
+                assert_eq!(l64, cfg!(target_arch = "x86_64") && best.runs(Layout::L64));
+                assert_eq!(c.ptq1_layout, Some(best.layout_for(SourceType::Ptq1_0, l64)));
                 assert!(c.warnings.is_empty() && c.decline.is_none());
+                let forced = choose(Some("auto"), Some(if l64 { "native" } else { "t2p" }), true, true);
+                assert_eq!(forced, c);
+                let other = choose(None, Some(if l64 { "t2p" } else { "native" }), true, true);
+                assert_eq!(other.pq2_layout, c.pq2_layout);
+                if l64 {
+                    assert_eq!(other.ptq1_layout, Some(Layout::X16));
+                }
             }
             None => assert!(c.decline.as_deref().unwrap().starts_with(no_level_reason())),
         }
-        assert_eq!(choose(Some("auto"), Some("t2p"), true, true), c);
     }
 
     #[test]
@@ -253,6 +280,8 @@ mod tests {
             assert!(c.warnings[1].contains("unknown GGML_T2P_PTQ1=tiny"));
             assert_eq!(c.kernel, KernelLevel::best());
             assert_eq!(c.ptq1_layout, None);
+            let d = choose(None, Some("tiny"), false, true);
+            assert_eq!(d.ptq1_layout, choose(None, None, false, true).ptq1_layout);
         }
     }
 

@@ -790,8 +790,11 @@ mod tests {
         )
     }
 
+    /// The ref level's layout of `src` with GGML_T2P_PTQ1 unset (PTQ1_0: L64 where this CPU's
+    /// best level runs it).
     fn layout_of(src: SourceType) -> String {
-        format!("-> {}", KernelLevel::Reference.layout_for(src, false).name())
+        let l64 = cfg!(target_arch = "x86_64") && KernelLevel::Reference.layout_for(src, true) == Layout::L64;
+        format!("-> {}", KernelLevel::Reference.layout_for(src, l64).name())
     }
 
     const UNFUSED: &str = "libggml_t2p, unfused rounding as the host's";
@@ -813,6 +816,7 @@ mod tests {
             assert_eq!(lines, [format!("ggml-t2p: disabled (GGML_T2P={})\n", String::from_utf8_lossy(off))]);
         }
         // unknown on/off values warn and keep the default; in this order, raw bytes included
+        let ptq1_default = if ptq1 == "-> L64" { "native" } else { "t2p" };
         let (p, lines) = make(fake(&[
             ("GGML_T2P", b"maybe\xff"),
             ("GGML_T2P_KERNEL", b"ref"),
@@ -827,7 +831,7 @@ mod tests {
             lines,
             [
                 "W:ggml-t2p: unknown GGML_T2P=maybe\u{fffd} (expected 0 or 1), using 1\n".to_string(),
-                "W:ggml-t2p: unknown GGML_T2P_PTQ1=dense (expected t2p or native), using t2p\n".into(),
+                format!("W:ggml-t2p: unknown GGML_T2P_PTQ1=dense (expected t2p or native), using {ptq1_default}\n"),
                 "W:ggml-t2p: unknown GGML_T2P_RELEASE_SOURCE=2 (expected 0 or 1), using 1\n".into(),
                 "W:ggml-t2p: unknown GGML_T2P_HUGE_PAGES=yes please (expected 0 or 1), using 0\n".into(),
                 "W:ggml-t2p: unknown GGML_T2P_QUANTIZE=fast (expected auto or ggml), using auto\n".into(),

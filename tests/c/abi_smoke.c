@@ -214,7 +214,9 @@ static void plugin_checks(const pq2_0_block * w) {
     const char * ref_env[] = { "GGML_T2P_KERNEL", "ref", "GGML_T2P_PTQ1", "fast", NULL };
     ggml_t2p_plugin * p = make_plugin(ref_env, &st, &lines);
     CHECK(st == GGML_T2P_OK && p != NULL && lines == 2 && host_warns == 1, "plugin: ref: %d, %d lines", st, lines);
-    CHECK(strstr(host_log, "ggml-t2p: unknown GGML_T2P_PTQ1=fast (expected t2p or native), using t2p\n") == host_log, "plugin: warning first: '%s'", host_log);
+    /* the default: native where the level keeps PTQ1_0 at 1.75 bits on x86 (L64), else t2p */
+    CHECK(strstr(host_log, "ggml-t2p: unknown GGML_T2P_PTQ1=fast (expected t2p or native), using ") == host_log &&
+          (strstr(host_log, "using t2p\n") != NULL) == (strstr(host_log, "PTQ1_0 -> L64") == NULL), "plugin: warning first: '%s'", host_log);
     int32_t lay = -1, native = -1;
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0, &native) == GGML_T2P_OK, "layout for ref");
     snprintf(want, sizeof want, "ggml-t2p: enabled (libggml_t2p %s, kernel ref; PQ2_0 -> %s, PTQ1_0 -> ", ggml_t2p_version(), ggml_t2p_layout_name(native));
@@ -568,6 +570,7 @@ int main(void) {
     CHECK(ggml_t2p_kernel_from_name("amx", &kid) == GGML_T2P_OK && kid == GGML_T2P_KERNEL_AMX, "amx from name");
     CHECK(strcmp(ggml_t2p_kernel_name(GGML_T2P_KERNEL_AMX), "amx") == 0, "amx kernel name");
     CHECK(strcmp(ggml_t2p_layout_name(GGML_T2P_LAYOUT_X16), "X16") == 0, "layout name");
+    CHECK(strcmp(ggml_t2p_layout_name(GGML_T2P_LAYOUT_L64), "L64") == 0, "layout name L64");
     CHECK(strcmp(ggml_t2p_status_string(GGML_T2P_ERR_RANGE), "unknown status") != 0, "status string");
     CHECK(ggml_t2p_layout_for(GGML_T2P_TYPE_PQ2_0, GGML_T2P_KERNEL_REF, 0x80, &kid) == GGML_T2P_ERR_INVALID_ARGUMENT, "unknown layout flag");
     CHECK(ggml_t2p_row_tile(9, NULL) == GGML_T2P_ERR_INVALID_ARGUMENT, "row tile of layout 9");

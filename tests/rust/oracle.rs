@@ -286,6 +286,15 @@ fn oracle_class() {
         outputs += check_case("pq2_0 Ternary Mixed Quantized", 36, 640, n_cols, &src, &act);
         cases += 1;
     }
+    // PTQ1_0 through every batch width class of the L64 gemm (expanded to X16: the avx512vnni
+    // gemm, AMX narrow tiles 5..15, 2x2 tiles from 16, a partial 16-column group), 196 rows: three
+    // whole L64 tiles and a padded one, k = 128 * odd
+    for n_cols in [2usize, 4, 5, 15, 16, 17, 33] {
+        let act = acts(&mut rng, n_cols, 384, Acts::Quantized);
+        let src = Source::Ptq1(ptq1_rows(&mut rng, 196, 384, false, Scales::Mixed));
+        outputs += check_case("ptq1_0 wide batches", 196, 384, n_cols, &src, &act);
+        cases += 1;
+    }
     // every weight kind x every scale kind x every activation kind on one small shape
     for w in weights {
         for s in scales {
