@@ -38,9 +38,9 @@
 //! (docs/formats.md §2), so `256 digit_n = 3 t_n - t_(n+1)`: with `t_(n+1) = t_n + t_n + t_n` (two
 //! byte adds) the digit dot of a word is `(3 * dot(t_n, y) - dot(t_(n+1), y)) / 256`, exactly, from
 //! two `vpdpbusd` and no decoding at all. A block costs 68 `vpdpbusd` (X16: 32) for 18% fewer bytes.
-use ggml_t2p::format::{BlockPtq1_0, BlockQ8K, BlockX16, QK};
+use ggml_t2p::format::{BlockL64, BlockPtq1_0, BlockQ8K, BlockX16, QK};
 use ggml_t2p::reference::{quantize_row_q8_k_padded, vec_dot_ptq1_0_q8_k, Contract};
-use ggml_t2p::repack::{repack_ptq1_0_to_x16, repacked_blocks, Layout};
+use ggml_t2p::repack::{repack_ptq1_0_to_l64, repack_ptq1_0_to_x16, repacked_blocks, Layout};
 use ggml_t2p::{kernels, Activations, KernelLevel, PackedWeights};
 use half::f16;
 use std::time::Instant;
@@ -438,6 +438,12 @@ fn main() {
     repack_ptq1_0_to_x16(&src, rows, k, &mut x16).unwrap();
     let mut p16: Vec<BlockP16> = alloc(rows / 16 * nb, thp);
     repack_p16(&src, rows, nb, &mut p16);
+    // L64, the library's 1.75-bit layout (where a level runs it: AVX-512 VBMI)
+    let l64_level = [KernelLevel::Avx512Vnni].into_iter().find(|l| l.is_available() && l.runs(Layout::L64));
+    let mut l64: Vec<BlockL64> = alloc(if l64_level.is_some() { repacked_blocks(Layout::L64, rows, k).unwrap() } else { 0 }, thp);
+    if l64_level.is_some() {
+        repack_ptq1_0_to_l64(&src, rows, k, &mut l64).unwrap();
+    }
     let mut xq: Vec<f32> = (0..k).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
     xq[0] = 1.0;
     let mut act = vec![BlockQ8K::default(); k / 256];
@@ -461,11 +467,13 @@ fn main() {
     let multi_packs: Vec<Vec<_>> =
         multi.iter().map(|a| levels.iter().map(|&l| a.pack(Layout::X16, l).unwrap()).collect()).collect();
     let ap16 = pack_p16(&act, nb);
+    let l64_pack = l64_level.map(|l| a.pack(Layout::L64, l).unwrap());
+    let wl = PackedWeights::l64(&l64, rows, k);
     let ax16 = pack_x16(&act, nb);
     let w = PackedWeights::x16(&x16, rows, k).unwrap();
     let bytes = |v: &[u8]| v.len() as f64;
     // SAFETY: both are plain old data (bytes and fp16) without padding.
-    let (x16_bytes, p16_bytes) = unsafe { (bytes_of(&x16), bytes_of(&p16)) };
+    let (x16_bytes, p16_bytes, l64_bytes) = unsafe { (bytes_of(&x16), bytes_of(&p16), bytes_of(&l64)) };
     #[cfg(target_os = "linux")]
     if let Ok(t) = std::fs::read_to_string("/proc/self/smaps_rollup") {
         if let Some(l) = t.lines().find(|l| l.starts_with("AnonHugePages")) {
@@ -496,6 +504,11 @@ fn main() {
         // SAFETY: AVX-512 VNNI checked (p16_runs); sizes as built above.
         unsafe { gemv_p16(&p16, &ap16, nb, 0..rows / 16, dst.as_mut_ptr()) };
         assert!(same(&dst), "P16 differs from the reference");
+        if let (Some(l), Some(p), Ok(wl)) = (l64_level, &l64_pack, &wl) {
+            dst.fill(0.0);
+            kernels::gemm_packed(l, wl, &p.view(), &mut dst, rows, 0..rows).unwrap();
+            assert!(same(&dst), "L64 differs from the reference");
+        }
         for streams in [1usize, 2, 4, 8] {
             dst.fill(0.0);
             // SAFETY: as above; rows / 16 is a multiple of 8 (rows % 128 == 0 checked).
@@ -535,6 +548,9 @@ fn main() {
         "dram: outputs bit-identical to the reference on all {rows} rows (X16 every level{})",
         if p16_runs { ", P16" } else { "" }
     );
+    if l64_level.is_some() {
+        println!("dram: L64 {:.1} MB, gemv bit-identical to the reference", bytes(l64_bytes) / 1e6);
+    }
 
     // the read in the gemv's order reads every byte once: the same wrapping sum of u64 words
     let tile = nb * std::mem::size_of::<BlockX16>();
@@ -548,6 +564,10 @@ fn main() {
         // the --cols gemms follow the levels' gemvs: name `X16 LEVEL Nc`
         for &n in &cols {
             names.extend(levels.iter().map(|l| format!("X16 {} {n}c", l.name())));
+        }
+        if l64_level.is_some() {
+            names.push("read L64 bytes".into());
+            names.push("L64 avx512vbmi".into());
         }
         if p16_runs {
             names.push("P16 avx512vnni".into());
@@ -597,6 +617,19 @@ fn main() {
                     c += 1;
                 }
             }
+            if let (Some(l), Some(p), Ok(wl)) = (l64_level, &l64_pack, &wl) {
+                times[c].push(timed_split(nt, l64_bytes.len(), 4096, &|r| {
+                    sink.fetch_add(read_sum(&l64_bytes[r]), std::sync::atomic::Ordering::Relaxed);
+                }));
+                c += 1;
+                let p = p.view();
+                times[c].push(timed_split(nt, rows, 64, &|r| {
+                    let o = out;
+                    // SAFETY: each thread writes its own rows of dst (disjoint 64-row tile shares).
+                    unsafe { kernels::dispatch::gemm_raw(l, wl, &p, o.0, rows, rows, r).unwrap() };
+                }));
+                c += 1;
+            }
             #[cfg(target_arch = "x86_64")]
             if p16_runs {
                 times[c].push(timed_split(nt, rows / 16, 1, &|r| {
@@ -636,10 +669,15 @@ fn main() {
             v[v.len() / 2]
         };
         for (c, name) in names.iter().enumerate() {
-            let b =
-                if name.starts_with("P16") || name == "read P16 bytes" { bytes(p16_bytes) } else { bytes(x16_bytes) };
-            // X16 cases against the faster of the two X16 reads (one stream, the gemv's order)
-            let read = if name.starts_with("P16") || name == "read P16 bytes" { best[1] } else { best[0].min(best[2]) };
+            let l64_read = names.iter().position(|n| n == "read L64 bytes");
+            let (b, read) = if name.starts_with("P16") || name == "read P16 bytes" {
+                (bytes(p16_bytes), best[1])
+            } else if name.starts_with("L64") || name == "read L64 bytes" {
+                (bytes(l64_bytes), best[l64_read.unwrap()])
+            } else {
+                // X16 cases against the faster of the two X16 reads (one stream, the gemv's order)
+                (bytes(x16_bytes), best[0].min(best[2]))
+            };
             let share =
                 if name.starts_with("read") { String::new() } else { format!("{:.0}%", 100.0 * read / best[c]) };
             println!(

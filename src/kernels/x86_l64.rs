@@ -18,8 +18,7 @@ use super::act_lut::LutHalf;
 use super::act_pack::{ActTile16, Q8Half};
 use super::operands::{Job, OutPtr};
 use crate::format::{
-    group_trits, position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
-    X16_ROWS,
+    position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
 };
 use core::arch::x86_64::*;
 
@@ -174,91 +173,138 @@ const fn codes_table(half: u32, from: u32) -> [u8; 128] {
     t
 }
 
-/// Expands L64 block `b` into the four X16 blocks of its 16-row tiles: `out[m]` = rows
-/// `16 m .. 16 m + 16` (the same codes and scales; padding rows stay padding rows: code 1, +0).
+/// `SCALE_OF_ROW` as the `vpermt2w` indices of the X16 tiles' scales: tiles 0 and 1, then 2 and 3.
+static SCALE_IDX: [[u16; 32]; 2] = {
+    let mut t = [[0u16; 32]; 2];
+    let mut r = 0;
+    while r < L64_ROWS {
+        t[r / 32][r % 32] = SCALE_OF_ROW[r] as u16;
+        r += 1;
+    }
+    t
+};
+
+/// Expands the L64 blocks of one 64-row tile into the four X16 tiles of its rows: `out[m][i]` =
+/// rows `16 m .. 16 m + 16` of block `i` (the same codes and scales; padding rows stay padding
+/// rows: code 1, scale +0). Per group, one `vpermi2b` gives the X16 lane byte of trits 0..4 and
+/// one more trit 4 (shifted into its slot of the byte that four groups share); a negative group
+/// turns each code `c` into `2 - c` (`0xAA - x`: the 2-bit fields never borrow); two rounds of
+/// byte and word interleaves give the X16 words (the positions' row order makes that so); the
+/// scales move with two `vpermt2w`.
 ///
 /// # Safety
-/// AVX-512 F/BW/VBMI available.
-#[inline]
+/// AVX-512 F/BW/VBMI available; every `out[m]` at least as long as `tile`.
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vbmi")]
-pub(crate) unsafe fn expand_block(b: &BlockL64, out: [&mut BlockX16; 4]) {
-    // SAFETY: the features are the caller's; the loads read the tables and `b`, the stores write the four `out` blocks.
+unsafe fn expand_tile(tile: &[BlockL64], out: [&mut [BlockX16]; 4]) {
+    // SAFETY: the caller's features; loads read the tables and the tile's blocks, stores write
+    // block i of each out[m] (i < tile.len() <= out[m].len()).
     unsafe {
         let load = |t: &Table| (_mm512_loadu_si512(t.0.as_ptr().cast()), _mm512_loadu_si512(t.0.as_ptr().add(64).cast()));
         let (a5, a4, tb) = (load(&TA[1]), load(&TA[0]), load(&TB));
         let aa = _mm512_set1_epi8(0xAAu8 as i8);
         let two = _mm512_set1_epi8(2);
-        let mut scatter = [_mm512_setzero_si512(); 6];
-        let mut v = [_mm512_setzero_si512(); 4];
+        let sidx = [_mm512_loadu_si512(SCALE_IDX[0].as_ptr().cast()), _mm512_loadu_si512(SCALE_IDX[1].as_ptr().cast())];
         let [o0, o1, o2, o3] = out;
-        let mut words = |w: usize, v: &[__m512i; 4]| {
-            let t0 = _mm512_unpacklo_epi8(v[0], v[1]);
-            let t1 = _mm512_unpackhi_epi8(v[0], v[1]);
-            let t2 = _mm512_unpacklo_epi8(v[2], v[3]);
-            let t3 = _mm512_unpackhi_epi8(v[2], v[3]);
-            _mm512_storeu_si512(o0.qs[w].as_mut_ptr().cast(), _mm512_unpacklo_epi16(t0, t2));
-            _mm512_storeu_si512(o1.qs[w].as_mut_ptr().cast(), _mm512_unpackhi_epi16(t0, t2));
-            _mm512_storeu_si512(o2.qs[w].as_mut_ptr().cast(), _mm512_unpacklo_epi16(t1, t3));
-            _mm512_storeu_si512(o3.qs[w].as_mut_ptr().cast(), _mm512_unpackhi_epi16(t1, t3));
-        };
-        for g in 0..L64_GROUPS {
-            let idx = _mm512_loadu_si512(b.q[g].as_ptr().cast());
-            let k = _mm512_movepi8_mask(idx);
-            let ta = if group_trits(g) == 5 { a5 } else { a4 };
-            let a = _mm512_permutex2var_epi8(ta.0, idx, ta.1);
-            // a negative group: every code c becomes 2 - c (the fields never borrow)
-            v[g % 4] = _mm512_mask_sub_epi8(a, k, aa, a);
-            if group_trits(g) == 5 {
+        let (p0, p1, p2, p3) = (o0.as_mut_ptr(), o1.as_mut_ptr(), o2.as_mut_ptr(), o3.as_mut_ptr());
+        for (i, b) in tile.iter().enumerate() {
+            let (q0, q1, q2, q3) = (&mut *p0.add(i), &mut *p1.add(i), &mut *p2.add(i), &mut *p3.add(i));
+            let mut words = |w: usize, v: [__m512i; 4]| {
+                let t0 = _mm512_unpacklo_epi8(v[0], v[1]);
+                let t1 = _mm512_unpackhi_epi8(v[0], v[1]);
+                let t2 = _mm512_unpacklo_epi8(v[2], v[3]);
+                let t3 = _mm512_unpackhi_epi8(v[2], v[3]);
+                _mm512_storeu_si512(q0.qs[w].as_mut_ptr().cast(), _mm512_unpacklo_epi16(t0, t2));
+                _mm512_storeu_si512(q1.qs[w].as_mut_ptr().cast(), _mm512_unpackhi_epi16(t0, t2));
+                _mm512_storeu_si512(q2.qs[w].as_mut_ptr().cast(), _mm512_unpacklo_epi16(t1, t3));
+                _mm512_storeu_si512(q3.qs[w].as_mut_ptr().cast(), _mm512_unpackhi_epi16(t1, t3));
+            };
+            // every group written out (the group index a constant): a loop kept the vectors on
+            // the stack (measured 700 cycles per block)
+            macro_rules! group {
+                ($g:expr, $ta:expr) => {{
+                    let idx = _mm512_loadu_si512(b.q[$g].as_ptr().cast());
+                    let k = _mm512_movepi8_mask(idx);
+                    let a = _mm512_permutex2var_epi8($ta.0, idx, $ta.1);
+                    (_mm512_mask_sub_epi8(a, k, aa, a), idx, k)
+                }};
+            }
+            // trit 4 of a five-trit group, its code in the low bits of each byte
+            let trit4 = |idx: __m512i, k: __mmask64| {
                 let t = _mm512_permutex2var_epi8(tb.0, idx, tb.1);
-                let t = _mm512_mask_sub_epi8(t, k, two, t);
-                // codes <= 2 shifted by <= 6 stay inside their byte: a 16-bit shift is a byte shift
-                let t = match g % 4 {
-                    0 => t,
-                    1 => _mm512_slli_epi16::<2>(t),
-                    2 => _mm512_slli_epi16::<4>(t),
-                    _ => _mm512_slli_epi16::<6>(t),
-                };
-                scatter[g / 4] = _mm512_or_si512(scatter[g / 4], t);
+                _mm512_mask_sub_epi8(t, k, two, t)
+            };
+            // groups 4w .. 4w + 4: X16 word w, and the byte of their trits 4 (slot g % 4; codes <= 2
+            // shifted by <= 6 stay inside their byte, so a 16-bit shift is a byte shift)
+            macro_rules! quad {
+                ($w:literal) => {{
+                    let (v0, i0, k0) = group!(4 * $w, a5);
+                    let (v1, i1, k1) = group!(4 * $w + 1, a5);
+                    let (v2, i2, k2) = group!(4 * $w + 2, a5);
+                    let (v3, i3, k3) = group!(4 * $w + 3, a5);
+                    words($w, [v0, v1, v2, v3]);
+                    let lo = _mm512_or_si512(trit4(i0, k0), _mm512_slli_epi16::<2>(trit4(i1, k1)));
+                    let hi = _mm512_or_si512(_mm512_slli_epi16::<4>(trit4(i2, k2)), _mm512_slli_epi16::<6>(trit4(i3, k3)));
+                    _mm512_or_si512(lo, hi)
+                }};
             }
-            if g % 4 == 3 {
-                words(g / 4, &v);
-            }
-        }
-        // word 6: X16 bytes 24, 25 (groups 24, 25) and 26, 27; word 7: bytes 28..32
-        words(6, &[v[0], v[1], scatter[0], scatter[1]]);
-        words(7, &[scatter[2], scatter[3], scatter[4], scatter[5]]);
-        for (m, o) in [o0, o1, o2, o3].into_iter().enumerate() {
-            for r in 0..X16_ROWS {
-                o.d[r] = b.d[SCALE_OF_ROW[16 * m + r]];
-            }
+            let (s0, s1, s2, s3, s4, s5) = (quad!(0), quad!(1), quad!(2), quad!(3), quad!(4), quad!(5));
+            let (v24, _, _) = group!(24, a4);
+            let (v25, _, _) = group!(25, a4);
+            // word 6: X16 bytes 24, 25 (groups 24, 25) and 26, 27; word 7: bytes 28..32
+            words(6, [v24, v25, s0, s1]);
+            words(7, [s2, s3, s4, s5]);
+            let d0 = _mm512_loadu_si512(b.d.as_ptr().cast());
+            let d1 = _mm512_loadu_si512(b.d.as_ptr().add(32).cast());
+            let s01 = _mm512_permutex2var_epi16(d0, sidx[0], d1);
+            let s23 = _mm512_permutex2var_epi16(d0, sidx[1], d1);
+            _mm256_storeu_si256(q0.d.as_mut_ptr().cast(), _mm512_castsi512_si256(s01));
+            _mm256_storeu_si256(q1.d.as_mut_ptr().cast(), _mm512_extracti64x4_epi64::<1>(s01));
+            _mm256_storeu_si256(q2.d.as_mut_ptr().cast(), _mm512_castsi512_si256(s23));
+            _mm256_storeu_si256(q3.d.as_mut_ptr().cast(), _mm512_extracti64x4_epi64::<1>(s23));
         }
     }
 }
 
-/// The L64 gemm: each 64-row tile of the job expanded to four X16 tiles in a scratch buffer
-/// ([`expand_block`], `4 * nb` blocks), then `x16` (the level's X16 kernel for this batch) on them,
-/// writing the tile's rows.
+/// Bytes of X16 scratch the gemm expands at a time (whole 64-row tiles, at least one): the X16
+/// kernel then runs over all of them, so that its column passes (the `amx` level keeps a pass's
+/// activations in L2 while the rows stream) see many rows per call. With one 64-row tile per call
+/// the AMX gemm of 5120 x 17408 at 512 columns took 1.23x X16's time (its activations, 8.9 MB,
+/// streamed once per 64 rows).
+const SPAN_BYTES: usize = 1 << 20;
+
+/// The L64 gemm: the job's 64-row tiles expanded to X16 ([`expand_tile`]) a span of
+/// [`SPAN_BYTES`] at a time into a scratch buffer, then `x16` (the level's X16 kernel for this
+/// batch) on the span, writing its rows.
 ///
 /// # Safety
 /// AVX-512 F/BW/VBMI available, and `x16`'s features; `job` validated by `gemm_raw` (in the
 /// format `x16` reads).
 pub(crate) unsafe fn gemm_l64_via_x16<A>(job: Job<'_, BlockL64, A>, x16: unsafe fn(Job<'_, BlockX16, A>)) {
     let nb = job.nb;
-    let mut scratch = vec![BlockX16::default(); 4 * nb];
-    for t in job.tiles.clone() {
-        let (a, rest) = scratch.split_at_mut(nb);
-        let (b, rest) = rest.split_at_mut(nb);
-        let (c, d) = rest.split_at_mut(nb);
-        for (i, blk) in job.tile(t).iter().enumerate() {
-            // SAFETY: the caller's features.
-            unsafe { expand_block(blk, [&mut a[i], &mut b[i], &mut c[i], &mut d[i]]) };
+    let per_tile = 4 * nb * core::mem::size_of::<BlockX16>();
+    let span = (SPAN_BYTES / per_tile).clamp(1, job.tiles.len().max(1));
+    // every block of the scratch a span uses is written by expand_tile before x16 reads it
+    let mut scratch = vec![BlockX16::default(); 4 * nb * span];
+    let mut t0 = job.tiles.start;
+    while t0 < job.tiles.end {
+        let n = span.min(job.tiles.end - t0);
+        for (j, t) in (t0..t0 + n).enumerate() {
+            // X16 tile 4 j + m (m = 0..4) of the span: rows 16 m .. of L64 tile t
+            let part = &mut scratch[4 * nb * j..4 * nb * (j + 1)];
+            let (a, rest) = part.split_at_mut(nb);
+            let (b, rest) = rest.split_at_mut(nb);
+            let (c, d) = rest.split_at_mut(nb);
+            // SAFETY: the caller's features; each part holds nb blocks, the tile nb.
+            unsafe { expand_tile(job.tile(t), [a, b, c, d]) };
         }
-        let rows = (job.n_rows - L64_ROWS * t).min(L64_ROWS);
-        // SAFETY: the tile's rows shifted to row 0: rows 64 t .. 64 t + rows of the output.
-        let out = OutPtr { ptr: unsafe { job.out.ptr.add(L64_ROWS * t) }, col_stride: job.out.col_stride };
+        let r0 = L64_ROWS * t0;
+        let rows = (job.n_rows - r0).min(L64_ROWS * n);
+        // SAFETY: the span's rows shifted to row 0: rows r0 .. r0 + rows of the output.
+        let out = OutPtr { ptr: unsafe { job.out.ptr.add(r0) }, col_stride: job.out.col_stride };
         let sub = Job { w: &scratch, nb, n_rows: rows, act: job.act, n_cols: job.n_cols, out, tiles: 0..rows.div_ceil(16) };
         // SAFETY: the sub-job's blocks, activations and rows are inside the validated job's.
         unsafe { x16(sub) };
+        t0 += n;
     }
 }
 
