@@ -182,8 +182,8 @@ mod tests {
         let y: Vec<i8> = (0..128).map(|i| ((i * 37 + 11) % 255) as i8).collect();
         let mut t = LutHalf::default();
         build_scalar(&y, 0.5, &mut t);
-        // group 3, the weights +1, 0, -1, +1, -1 (trits 2, 1, 0, 2, 0)
-        let u = 2 + 3 + 0 * 9 + 2 * 27 + 0 * 81;
+        // group 3, the weights +1, 0, -1, +1, -1 (trits 2, 1, 0, 2, 0: u = 2 + 1 * 3 + 2 * 27)
+        let u = 2 + 3 + 54;
         let c = u - 121i32;
         let want = -i32::from(y[group_weight(3, 4)]) + i32::from(y[group_weight(3, 0)]) - i32::from(y[group_weight(3, 2)])
             + i32::from(y[group_weight(3, 3)]);
