@@ -440,7 +440,8 @@ fn main() {
     repack_p16(&src, rows, nb, &mut p16);
     // L64, the library's 1.75-bit layout (where a level runs it: AVX-512 VBMI)
     let l64_level = [KernelLevel::Avx512Vnni].into_iter().find(|l| l.is_available() && l.runs(Layout::L64));
-    let mut l64: Vec<BlockL64> = alloc(if l64_level.is_some() { repacked_blocks(Layout::L64, rows, k).unwrap() } else { 0 }, thp);
+    let mut l64: Vec<BlockL64> =
+        alloc(if l64_level.is_some() { repacked_blocks(Layout::L64, rows, k).unwrap() } else { 0 }, thp);
     if l64_level.is_some() {
         repack_ptq1_0_to_l64(&src, rows, k, &mut l64).unwrap();
     }

@@ -33,8 +33,8 @@
 //! weight 0) in its repacked bytes before the multiplications. Either makes the run fail.
 
 use ggml_t2p::format::{
-    cast_blocks, cast_blocks_mut, position_row, t2p_position, x16_position, BlockL64, BlockPq2_0, BlockPtq1_0, BlockPtq1_0x4, BlockQ8K,
-    BlockT2p, BlockX16, QK,
+    cast_blocks, cast_blocks_mut, position_row, t2p_position, x16_position, BlockL64, BlockPq2_0, BlockPtq1_0,
+    BlockPtq1_0x4, BlockQ8K, BlockT2p, BlockX16, QK,
 };
 use ggml_t2p::hybrid::abi::ggml_t2p_tensor_view;
 use ggml_t2p::plugin::host::{Host, HostType, LogLevel};

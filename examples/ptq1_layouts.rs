@@ -146,7 +146,11 @@ fn main() {
                         let (r, k) = s.split_once('x').unwrap_or(("", ""));
                         match (r.parse::<usize>(), k.parse::<usize>()) {
                             (Ok(r), Ok(k)) if r % 64 == 0 && k % 256 == 0 && r > 0 && k > 0 => (r, k),
-                            _ => common::usage_error("ptq1_layouts", USAGE, "shapes: ROWSxK, rows % 64 == 0, k % 256 == 0"),
+                            _ => common::usage_error(
+                                "ptq1_layouts",
+                                USAGE,
+                                "shapes: ROWSxK, rows % 64 == 0, k % 256 == 0",
+                            ),
                         }
                     })
                     .collect()
@@ -174,7 +178,8 @@ fn main() {
         let nb = k / QK;
         let src: Vec<BlockPtq1_0> = (0..rows * nb)
             .map(|_| {
-                let mut b = BlockPtq1_0 { d: f16::from_f32(0.01 + (rng.next() % 100) as f32 * 1e-4), ..Default::default() };
+                let mut b =
+                    BlockPtq1_0 { d: f16::from_f32(0.01 + (rng.next() % 100) as f32 * 1e-4), ..Default::default() };
                 for q in b.qs.iter_mut().chain(b.qh.iter_mut()) {
                     *q = ((rng.next() % 243) as u32 * 256).div_ceil(243) as u8; // the quantizer's bytes
                 }
@@ -205,7 +210,10 @@ fn main() {
             l64_bytes as f64 / 1e6,
             l64_bytes as f64 / x16_bytes as f64
         );
-        println!("{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}", "case", "X16 best", "X16 med", "L64 best", "L64 med", "Gw/s L64", "L64/X16");
+        println!(
+            "{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "case", "X16 best", "X16 med", "L64 best", "L64 med", "Gw/s L64", "L64/X16"
+        );
         for &n_cols in &cols {
             let fx = ActFormat::for_kernel(Layout::X16, level, n_cols).unwrap();
             let fl = ActFormat::for_kernel(Layout::L64, level, n_cols).unwrap();
@@ -220,7 +228,10 @@ fn main() {
             let nt = *threads.iter().max().unwrap();
             run(level, &wx, fx, a, n_cols, k, bx, &mut dx, nt);
             run(level, &wl, fl, a, n_cols, k, bl, &mut dl, 1);
-            assert!(dx.iter().zip(&dl).all(|(x, y)| x.to_bits() == y.to_bits()), "L64 differs from X16 ({rows}x{k}, {n_cols} columns)");
+            assert!(
+                dx.iter().zip(&dl).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "L64 differs from X16 ({rows}x{k}, {n_cols} columns)"
+            );
             for r in (0..rows).step_by(rows / 7 + 1) {
                 let want = vec_dot_ptq1_0_q8_k(&src[r * nb..(r + 1) * nb], &a[..kq], Contract::Fused).unwrap();
                 assert_eq!(dl[r].to_bits(), want.to_bits(), "L64 row {r} differs from the reference");

@@ -64,8 +64,7 @@ pub fn build_scalar(y: &[i8], d: f32, out: &mut LutHalf) {
     for g in 0..L64_GROUPS {
         for c in 0..128u32 {
             let t = index_digits(g, c);
-            let e: i32 =
-                (0..group_trits(g)).map(|i| (i32::from(t[i]) - 1) * i32::from(y[group_weight(g, i)])).sum();
+            let e: i32 = (0..group_trits(g)).map(|i| (i32::from(t[i]) - 1) * i32::from(y[group_weight(g, i)])).sum();
             let [lo, hi] = (e as i16).to_le_bytes();
             out.t[g][0][c as usize] = lo;
             out.t[g][1][c as usize] = hi;
@@ -129,8 +128,8 @@ pub(crate) mod x86 {
     /// AVX-512 F and BW available; `y.len() == 128`.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(crate) unsafe fn build_avx512(y: &[i8], d: f32, out: &mut LutHalf) {
-    // SAFETY: AVX-512 F/BW available (the caller's contract); every load reads DIGITS inside its 128 entries (32 j + 32 <= 128), every store writes `out`'s own tables (64 h + 64 <= 128).
-    unsafe {
+        // SAFETY: AVX-512 F/BW available (the caller's contract); every load reads DIGITS inside its 128 entries (32 j + 32 <= 128), every store writes `out`'s own tables (64 h + 64 <= 128).
+        unsafe {
             debug_assert_eq!(y.len(), QK);
             out.d = d;
             let m00ff = _mm512_set1_epi16(0x00ff);
@@ -170,7 +169,7 @@ pub(crate) mod x86 {
                 }
             }
         }
-}
+    }
 }
 
 #[cfg(test)]
@@ -185,7 +184,8 @@ mod tests {
         // group 3, the weights +1, 0, -1, +1, -1 (trits 2, 1, 0, 2, 0: u = 2 + 1 * 3 + 2 * 27)
         let u = 2 + 3 + 54;
         let c = u - 121i32;
-        let want = -i32::from(y[group_weight(3, 4)]) + i32::from(y[group_weight(3, 0)]) - i32::from(y[group_weight(3, 2)])
+        let want = -i32::from(y[group_weight(3, 4)]) + i32::from(y[group_weight(3, 0)])
+            - i32::from(y[group_weight(3, 2)])
             + i32::from(y[group_weight(3, 3)]);
         assert!(c < 0);
         // the negative index's positive twin: weights -1, 0, +1, -1, +1

@@ -17,9 +17,7 @@
 use super::act_lut::LutHalf;
 use super::act_pack::{ActTile16, Q8Half};
 use super::operands::{Job, OutPtr};
-use crate::format::{
-    position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
-};
+use crate::format::{position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW};
 use core::arch::x86_64::*;
 
 /// Blocks ahead of the one in use that the gemv prefetches (measured on the AMX Xeon VM,
@@ -199,7 +197,8 @@ unsafe fn expand_tile(tile: &[BlockL64], out: [&mut [BlockX16]; 4]) {
     // SAFETY: the caller's features; loads read the tables and the tile's blocks, stores write
     // block i of each out[m] (i < tile.len() <= out[m].len()).
     unsafe {
-        let load = |t: &Table| (_mm512_loadu_si512(t.0.as_ptr().cast()), _mm512_loadu_si512(t.0.as_ptr().add(64).cast()));
+        let load =
+            |t: &Table| (_mm512_loadu_si512(t.0.as_ptr().cast()), _mm512_loadu_si512(t.0.as_ptr().add(64).cast()));
         let (a5, a4, tb) = (load(&TA[1]), load(&TA[0]), load(&TB));
         let aa = _mm512_set1_epi8(0xAAu8 as i8);
         let two = _mm512_set1_epi8(2);
@@ -243,7 +242,8 @@ unsafe fn expand_tile(tile: &[BlockL64], out: [&mut [BlockX16]; 4]) {
                     let (v3, i3, k3) = group!(4 * $w + 3, a5);
                     words($w, [v0, v1, v2, v3]);
                     let lo = _mm512_or_si512(trit4(i0, k0), _mm512_slli_epi16::<2>(trit4(i1, k1)));
-                    let hi = _mm512_or_si512(_mm512_slli_epi16::<4>(trit4(i2, k2)), _mm512_slli_epi16::<6>(trit4(i3, k3)));
+                    let hi =
+                        _mm512_or_si512(_mm512_slli_epi16::<4>(trit4(i2, k2)), _mm512_slli_epi16::<6>(trit4(i3, k3)));
                     _mm512_or_si512(lo, hi)
                 }};
             }
@@ -301,7 +301,8 @@ pub(crate) unsafe fn gemm_l64_via_x16<A>(job: Job<'_, BlockL64, A>, x16: unsafe 
         let rows = (job.n_rows - r0).min(L64_ROWS * n);
         // SAFETY: the span's rows shifted to row 0: rows r0 .. r0 + rows of the output.
         let out = OutPtr { ptr: unsafe { job.out.ptr.add(r0) }, col_stride: job.out.col_stride };
-        let sub = Job { w: &scratch, nb, n_rows: rows, act: job.act, n_cols: job.n_cols, out, tiles: 0..rows.div_ceil(16) };
+        let sub =
+            Job { w: &scratch, nb, n_rows: rows, act: job.act, n_cols: job.n_cols, out, tiles: 0..rows.div_ceil(16) };
         // SAFETY: the sub-job's blocks, activations and rows are inside the validated job's.
         unsafe { x16(sub) };
         t0 += n;
