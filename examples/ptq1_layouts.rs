@@ -14,6 +14,8 @@
 //!   1.2 GB) per layout, taken in turn so that each call reads its weights from DRAM.
 //! - Every output of L64 is compared bit for bit with X16's before timing, and a sample of rows
 //!   with the reference dot: a mismatch stops the run.
+//! - Threads are started per call (scoped), so at 2 or more threads a small matrix's time is mostly
+//!   their start: compare such shapes at 1 thread.
 //! - Reports the best and median wall time per call (pack + multiply, from the release of already
 //!   running threads to the end of the last), weights per second, and L64's speed over X16's.
 use ggml_t2p::format::{BlockL64, BlockPtq1_0, BlockQ8K, BlockX16, QK};
@@ -67,7 +69,8 @@ struct Mats {
 
 /// Pack + multiply of `w` on `nt` threads, as the plugin runs it: thread `ith` packs Q8_K blocks
 /// `[nq ith / nt, nq (ith+1) / nt)` of every column, all wait, then each computes its share of
-/// row tiles. Returns the wall time in ns from the release of the threads.
+/// row tiles. Returns the wall time in ns from the release of the threads, and of it the time until
+/// thread 0 passed the barrier after the pack.
 #[allow(clippy::too_many_arguments)]
 fn run(
     level: KernelLevel,
@@ -79,7 +82,7 @@ fn run(
     pack: &mut [u8],
     dst: &mut [f32],
     nt: usize,
-) -> f64 {
+) -> (f64, f64) {
     let (n_rows, nq) = (w.n_rows(), k.div_ceil(256));
     let tile = w.layout().tile_rows();
     let tiles = n_rows.div_ceil(tile);
@@ -87,6 +90,7 @@ fn run(
     let barrier = Barrier::new(nt);
     let start = Barrier::new(nt);
     let t0 = Mutex::new(Instant::now());
+    let packed = Mutex::new(0.0f64);
     let body = |ith: usize| {
         let (pp, dp) = (pp, dp); // the whole wrappers (Sync), not their pointer fields
         start.wait();
@@ -100,6 +104,9 @@ fn run(
             unsafe { pack_raw(fmt, k, n_cols, c, b0..b1, q, p.0, plen).unwrap() };
         }
         barrier.wait();
+        if ith == 0 {
+            *packed.lock().unwrap() = t0.lock().unwrap().elapsed().as_nanos() as f64;
+        }
         // SAFETY: the pack is complete (barrier) and only read from here on.
         let bytes = unsafe { std::slice::from_raw_parts(pp.0, plen) };
         let a = PackedActs::new(fmt, k, n_cols, bytes).unwrap();
@@ -115,7 +122,7 @@ fn run(
         body(0);
     });
     let t = *t0.lock().unwrap();
-    t.elapsed().as_nanos() as f64
+    (t.elapsed().as_nanos() as f64, packed.into_inner().unwrap())
 }
 
 fn parse_list<T: std::str::FromStr>(v: Option<String>, what: &str) -> Vec<T> {
@@ -211,8 +218,8 @@ fn main() {
             l64_bytes as f64 / x16_bytes as f64
         );
         println!(
-            "{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
-            "case", "X16 best", "X16 med", "L64 best", "L64 med", "Gw/s L64", "L64/X16"
+            "{:<22} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>9}",
+            "case", "X16 best", "X16 med", "L64 best", "L64 med", "Gw/s L64", "L64/X16", "L64 pack"
         );
         for &n_cols in &cols {
             let fx = ActFormat::for_kernel(Layout::X16, level, n_cols).unwrap();
@@ -226,8 +233,8 @@ fn main() {
             let wx = PackedWeights::x16(&mats[0].x16, rows, k).unwrap();
             let wl = PackedWeights::l64(&mats[0].l64, rows, k).unwrap();
             let nt = *threads.iter().max().unwrap();
-            run(level, &wx, fx, a, n_cols, k, bx, &mut dx, nt);
-            run(level, &wl, fl, a, n_cols, k, bl, &mut dl, 1);
+            let _ = run(level, &wx, fx, a, n_cols, k, bx, &mut dx, nt);
+            let _ = run(level, &wl, fl, a, n_cols, k, bl, &mut dl, 1);
             assert!(
                 dx.iter().zip(&dl).all(|(x, y)| x.to_bits() == y.to_bits()),
                 "L64 differs from X16 ({rows}x{k}, {n_cols} columns)"
@@ -244,19 +251,22 @@ fn main() {
                     }
                 }
                 for &nt in &threads {
-                    let (mut tx, mut tl) = (Vec::new(), Vec::new());
+                    let (mut tx, mut tl, mut pk) = (Vec::new(), Vec::new(), Vec::new());
                     for rep in 0..reps {
                         let m = if place == "dram" { &mats[rep % mats.len()] } else { &mats[0] };
                         let wx = PackedWeights::x16(&m.x16, rows, k).unwrap();
                         let wl = PackedWeights::l64(&m.l64, rows, k).unwrap();
-                        tx.push(run(level, &wx, fx, a, n_cols, k, bx, &mut dx, nt));
-                        tl.push(run(level, &wl, fl, a, n_cols, k, bl, &mut dl, nt));
+                        tx.push(run(level, &wx, fx, a, n_cols, k, bx, &mut dx, nt).0);
+                        let (t, p) = run(level, &wl, fl, a, n_cols, k, bl, &mut dl, nt);
+                        tl.push(t);
+                        pk.push(p);
                     }
                     tx.sort_by(f64::total_cmp);
                     tl.sort_by(f64::total_cmp);
+                    pk.sort_by(f64::total_cmp);
                     let (bxt, mx, blt, ml) = (tx[0], tx[reps / 2], tl[0], tl[reps / 2]);
                     println!(
-                        "{:<22} {:>8.0}us {:>8.0}us {:>8.0}us {:>8.0}us {:>9.1} {:>5.3}/{:.3}",
+                        "{:<22} {:>8.0}us {:>8.0}us {:>8.0}us {:>8.0}us {:>9.1} {:>5.3}/{:.3} {:>7.0}us",
                         format!("{n_cols} col {place} {nt}t"),
                         bxt / 1e3,
                         mx / 1e3,
@@ -264,7 +274,8 @@ fn main() {
                         ml / 1e3,
                         (rows * k * n_cols) as f64 / blt,
                         bxt / blt,
-                        mx / ml
+                        mx / ml,
+                        pk[reps / 2] / 1e3
                     );
                 }
             }
