@@ -395,9 +395,20 @@ pub fn repack_ptq1_0_to_x16(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &
 pub fn repack_ptq1_0_to_l64(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &mut [BlockL64]) -> Result<(), Error> {
     let nb = check(Layout::L64, n_rows, k, src.len(), dst.len())?;
     let n = repacked_blocks(Layout::L64, n_rows, k)?;
-    repack_tiles::<_, _, L64_ROWS>(src, n_rows, nb, &mut dst[..n], &PTQ1_0_ZERO_ROW, |rows, o| {
-        for (r, b) in rows.iter().enumerate() {
-            o.set_row(r, b.d, &b.digits());
+    let dst = &mut dst[..n];
+    let threads = repack_threads(n_rows * nb * size_of::<BlockPtq1_0>(), dst.len() / nb);
+    // Row by row within a tile (each source row read in order, the tile's blocks written in L2),
+    // not block by block: 64 source rows a block apart touch 64 pages, and the repack ran 1.4x
+    // slower that way (the 9B: 3.5 s -> see docs/results.md, section 1.11).
+    for_tiles(dst, nb, threads, |first, out| {
+        for (t, tile) in out.chunks_mut(nb).enumerate() {
+            let r0 = (first + t) * L64_ROWS;
+            for r in 0..L64_ROWS {
+                let row = if r0 + r < n_rows { Some(&src[(r0 + r) * nb..(r0 + r + 1) * nb]) } else { None };
+                for (i, o) in tile.iter_mut().enumerate() {
+                    o.set_ptq1_0_row(r, row.map_or(&PTQ1_0_ZERO_ROW, |row| &row[i]));
+                }
+            }
         }
     });
     Ok(())

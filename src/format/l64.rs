@@ -26,7 +26,7 @@
 //! 0..64, then rows 64..128, ...); `n_rows` need only be a multiple of 4: the last tile is padded
 //! with zero rows (scale +0, every weight 0), which no kernel stores.
 
-use super::BlockPq2_0;
+use super::{ptq1_0_element_source, BlockPq2_0, BlockPtq1_0, TRITS};
 use core::mem::{offset_of, size_of};
 use half::f16;
 
@@ -159,6 +159,35 @@ impl BlockL64 {
         self.d[SCALE_OF_ROW[r]] = d;
     }
 
+    /// Writes row `r` (0..64) from its PTQ1_0 block: [`BlockL64::set_row`] of its digits and
+    /// scale, each group's trits read straight from the source bytes' digits (no 128-digit array).
+    ///
+    /// # Panics
+    /// If `r >= 64`.
+    pub fn set_ptq1_0_row(&mut self, r: usize, b: &BlockPtq1_0) {
+        let p = position_row(r);
+        let bytes: [u8; 26] = core::array::from_fn(|i| if i < 24 { b.qs[i] } else { b.qh[i - 24] });
+        // trit i of group g: digit SOURCE[g][i].1 of source byte SOURCE[g][i].0 (five trits up to
+        // group 23, four after: two loops of fixed length, which the compiler unrolls)
+        let digit = |g: usize, i: usize| {
+            let (byte, n) = SOURCE[g][i];
+            u32::from(TRITS[usize::from(bytes[usize::from(byte)])][usize::from(n)])
+        };
+        let put = |q: &mut [[u8; L64_ROWS]; L64_GROUPS], g: usize, u: u32| {
+            let half = group_half(g);
+            q[g][p] = if u >= half { (u - half) as u8 } else { 0x80 | (half - u) as u8 };
+        };
+        for g in 0..24 {
+            let u = (0..5).map(|i| POW3[i] * digit(g, i)).sum();
+            put(&mut self.q, g, u);
+        }
+        for g in 24..L64_GROUPS {
+            let u = (0..4).map(|i| POW3[i] * digit(g, i)).sum();
+            put(&mut self.q, g, u);
+        }
+        self.d[SCALE_OF_ROW[r]] = b.d;
+    }
+
     /// Row `r`'s codes (0..=2, through [`decode_group`]).
     ///
     /// # Panics
@@ -196,6 +225,26 @@ impl BlockL64 {
         BlockPq2_0 { d: self.row_d(r), qs }
     }
 }
+
+/// `3^i`.
+const POW3: [u32; 5] = [1, 3, 9, 27, 81];
+
+/// `SOURCE[g][i]`: the PTQ1_0 (byte over `qs` then `qh`, digit) of trit `i` of group `g`
+/// ([`group_weight`] through [`ptq1_0_element_source`]); `(0, 0)` past the group's trits.
+const SOURCE: [[(u8, u8); 5]; L64_GROUPS] = {
+    let mut t = [[(0u8, 0u8); 5]; L64_GROUPS];
+    let mut g = 0;
+    while g < L64_GROUPS {
+        let mut i = 0;
+        while i < group_trits(g) {
+            let (byte, digit) = ptq1_0_element_source(group_weight(g, i));
+            t[g][i] = (byte as u8, digit as u8);
+            i += 1;
+        }
+        g += 1;
+    }
+    t
+};
 
 /// `SCALE_OF_ROW[r]`: the index into [`BlockL64::d`] of row `r`'s scale.
 pub const SCALE_OF_ROW: [usize; L64_ROWS] = {
@@ -256,6 +305,23 @@ mod tests {
         assert_eq!(decode_group(0, 0xff), [2; 5]);
         assert_eq!(decode_group(0, 0x80), [1; 5]);
         assert_eq!(decode_group(24, 41), [0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn ptq1_0_rows_as_their_digits() {
+        let mut s = 0x1234_5678u32;
+        let (mut a, mut b) = (BlockL64::default(), BlockL64::default());
+        for r in 0..64 {
+            let mut blk = BlockPtq1_0 { d: f16::from_f32(r as f32 + 0.5), ..Default::default() };
+            for q in blk.qs.iter_mut().chain(blk.qh.iter_mut()) {
+                s = s.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                *q = (s >> 16) as u8; // any byte, the quantizer's or not
+            }
+            a.set_ptq1_0_row(r, &blk);
+            b.set_row(r, blk.d, &blk.digits());
+        }
+        assert_eq!(a.q, b.q);
+        assert_eq!(a.d.map(f16::to_bits), b.d.map(f16::to_bits));
     }
 
     #[test]
