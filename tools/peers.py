@@ -27,9 +27,10 @@ llama-quantize (through F16) and runs llama-bench in interleaved rounds over the
 output; the table names the bytes a decoded token reads in each file, so that differences in those
 types show. A configuration that cannot run the model (a type or architecture an engine lacks)
 fails with the engine's own message in its log; --keep-going reports it and runs the others.
-Bytes per token are the file's, except for ours on a PTQ1_0 file: ggml-t2p holds each PTQ1_0
-matrix as X16 or T2P (2.125 bpw) unless GGML_T2P_PTQ1=native on ARM, so it reads 34/28 of those
-tensors' bytes, and the table counts what it reads.
+Bytes per token are the file's, except for ours on a PTQ1_0 file where the run's load line says
+the PTQ1_0 matrices went to X16 or T2P (2.125 bpw: GGML_T2P_PTQ1=t2p, or a CPU without AVX-512
+VBMI on x86, or ARM's default): then it reads 34/28 of those tensors' bytes, and the table counts
+what it reads (L64 and PTQ1_0x4 keep the file's bytes).
 
 Each round runs every configuration once (llama-bench -r 1, all tests and thread counts in one
 process, -mmp 0, in the same order), so slow drifts of the machine hit all alike. The table gives the
@@ -127,6 +128,12 @@ def gguf_tensors(path):
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     return h.scalar("general.file_type", (4, 5)), {t.name: (t.dims, t.span, t.ttype) for t in h.tensors}
+
+
+def ptq1_kept(log_text):
+    """Whether a run's plugin load line says PTQ1_0 matrices keep their 1.75 bits (L64 on x86, PTQ1_0x4
+    on ARM): `PTQ1_0 -> L64` / `PTQ1_0 -> PTQ1_0x4` in its `enabled (...)` line."""
+    return any(f"PTQ1_0 -> {lay}" in log_text for lay in ("L64", "PTQ1_0x4"))
 
 
 def bytes_per_token(tensors, ptq1_resident=False):
@@ -634,7 +641,10 @@ def run(argv):
                 if label in n_for and key[0] == f"tg{n_for[label]}":     # tabled in the -n rows
                     key = (f"tg{args.n}", key[1])
                 samples[label].setdefault(key, []).append(ts)
-            state, summary, _ = tc.plugin_state(tc.read_text(log_path))
+            log_text = tc.read_text(log_path)
+            state, summary, _ = tc.plugin_state(log_text)
+            if label.startswith("ours") and ptq1_kept(log_text):
+                bpt[label] = bytes_per_token(gguf_tensors(m)[1])   # the file's bytes, held as they are
             states.setdefault(label, []).append((state, summary))
             runs.append({"round": r, "config": label, "cmd": cmd, "env": env, "load1": load, "seconds": secs,
                          "results": {f"{k[0]}@{k[1]}": v for k, v in got.items()}})

@@ -149,6 +149,14 @@ class Peers(unittest.TestCase):
         self.assertEqual(t["blk.0.ffn_up.weight"][2], 143)
         self.assertEqual(peers.bytes_per_token(t, ptq1_resident=True) - peers.bytes_per_token(t), 96 * 6)
 
+    def test_ptq1_kept_reads_the_load_line(self):
+        line = "ggml-t2p: enabled (libggml_t2p 0.2.0, kernel amx; PQ2_0 -> X16, PTQ1_0 -> {}; Q8_K by ...)"
+        self.assertTrue(peers.ptq1_kept(line.format("L64")))
+        self.assertTrue(peers.ptq1_kept(line.format("PTQ1_0x4")))
+        self.assertFalse(peers.ptq1_kept(line.format("X16")))
+        self.assertFalse(peers.ptq1_kept(line.format("T2P")))
+        self.assertFalse(peers.ptq1_kept("no ggml-t2p line"))
+
     def test_ptq1_dry_run(self):
         """--ptq1: ours-ptq1_0 and stock-ptq1_0 run that file; TQ1_0 from the fork, IQ1_BN from ik."""
         d = self.tmp.name
