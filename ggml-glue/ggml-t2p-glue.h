@@ -11,8 +11,9 @@
 //   GGML_T2P_KERNEL=auto|ref|dotprod|i8mm|avx2|avxvnni|avx512vnni|amx
 //                                kernel level (default auto: the best the CPU has; ref runs the
 //                                scalar twin, also on CPUs without a SIMD level)
-//   GGML_T2P_PTQ1=t2p|native     PTQ1_0 weights at 2.125 bits per weight (default) or kept at 1.75
-//                                where a layout for that exists (ARM)
+//   GGML_T2P_PTQ1=t2p|native     PTQ1_0 weights at 2.125 bits per weight or kept at 1.75 where a
+//                                layout for that exists (PTQ1_0x4 on ARM, L64 on x86-64 with
+//                                AVX-512 VBMI); default native where L64 runs, else t2p
 //   GGML_T2P_QUANTIZE=auto|ggml  Q8_K activations by the library in the host's rounding (default,
 //                                when the start-up probe finds it) or always by ggml's own
 //   GGML_T2P_RELEASE_SOURCE=1|0  after repacking a tensor, unmap the file pages it was read from

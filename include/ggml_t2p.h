@@ -1,7 +1,8 @@
 /*
  * ggml_t2p.h - the C ABI of ggml-t2p (libggml_t2p.a): exact CPU kernels for ternary PQ2_0 and
  * PTQ1_0 weights, run on a load-time repack into a layout shaped for the CPU (T2P or PTQ1_0x4 on
- * ARM: sdot, smmla; X16 on x86-64: vpdpbusd, vpmaddubsw).
+ * ARM: sdot, smmla; X16 on x86-64: vpdpbusd, vpmaddubsw; L64 for PTQ1_0 on x86-64 with AVX-512
+ * VBMI: vpermi2b table lookups, 1.75 bits per weight kept).
  *
  * Numerics: every output is, bit for bit, the fork's PQ2_0 x Q8_K formula
  *     sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)    over 128-weight blocks i, in order
@@ -40,7 +41,9 @@
 extern "C" {
 #endif
 
-#define GGML_T2P_ABI_VERSION 4
+/* 5: layout L64 (GGML_T2P_LAYOUT_L64, row tile 64) and GGML_T2P_CPU_AVX512VBMI; choose and
+ * layout_for may answer L64 for PTQ1_0 on x86-64. */
+#define GGML_T2P_ABI_VERSION 5
 
 /* Status codes. */
 #define GGML_T2P_OK                    0
@@ -78,10 +81,11 @@ extern "C" {
 #define GGML_T2P_KERNEL_I8MM       3 /* ARM: NEON sdot gemv, smmla 4x16/4x8/4x4 gemm (T2P, PTQ1_0X4) */
 #define GGML_T2P_KERNEL_AVX2       4 /* x86-64: vpmaddubsw, 16-row tiles (X16) */
 #define GGML_T2P_KERNEL_AVXVNNI    5 /* x86-64: vpdpbusd ymm, 16-row tiles (X16) */
-#define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16) */
-#define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd 16x16 tiles for gemm of 10+ columns, the
-                                      * AVX512VNNI kernels below that (X16). AUTO's first choice
-                                      * where the OS grants the tile state. */
+#define GGML_T2P_KERNEL_AVX512VNNI 6 /* x86-64: vpdpbusd zmm, 16-row tiles (X16); with AVX-512 VBMI also
+                                      * L64: a vpermi2b gemv, gemm expanded to X16 */
+#define GGML_T2P_KERNEL_AMX        7 /* x86-64: AMX-INT8 tdpbssd tiles for gemm of 5+ columns, the
+                                      * AVX512VNNI kernels below that (X16, and L64 with VBMI). AUTO's
+                                      * first choice where the OS grants the tile state. */
 
 /* Source weight types: ggml type ids in PrismML's fork. */
 #define GGML_T2P_TYPE_PQ2_0  142 /* 128 weights, 34 bytes: fp16 d, qs[32] */
@@ -95,7 +99,8 @@ extern "C" {
                                     * 1.75 bits per weight; last tile zero-padded */
 
 /* ggml_t2p_layout_for flags. */
-#define GGML_T2P_PREFER_COMPACT 1u /* PTQ1_0: keep 1.75 bits per weight where a layout for it exists (ARM) */
+#define GGML_T2P_PREFER_COMPACT 1u /* PTQ1_0: keep 1.75 bits per weight where a layout for it exists
+                                    * (PTQ1_0X4 on ARM, L64 on x86-64 with AVX-512 VBMI) */
 
 /* Alignment of a packed activation buffer. */
 #define GGML_T2P_ACT_ALIGN 16
@@ -141,18 +146,19 @@ const char * ggml_t2p_kernel_name(int32_t kernel);
  * GGML_T2P_ERR_INVALID_ARGUMENT for anything else. */
 int32_t ggml_t2p_kernel_from_name(const char * name, int32_t * out_kernel);
 
-/* Name of a layout ("T2P", "PTQ1_0x4", "X16"), or "unknown". Static storage. */
+/* Name of a layout ("T2P", "PTQ1_0x4", "X16", "L64"), or "unknown". Static storage. */
 const char * ggml_t2p_layout_name(int32_t layout);
 
 /* Text for a status code. Static storage. */
 const char * ggml_t2p_status_string(int32_t status);
 
-/* The layout weights of src_type get with kernel on this CPU (X16 on x86-64; T2P on ARM, or
- * PTQ1_0X4 for PTQ1_0 with GGML_T2P_PREFER_COMPACT). */
+/* The layout weights of src_type get with kernel on this CPU (X16 on x86-64, or L64 for PTQ1_0
+ * with GGML_T2P_PREFER_COMPACT where the kernel runs it; T2P on ARM, or PTQ1_0X4 for PTQ1_0 with
+ * GGML_T2P_PREFER_COMPACT). */
 int32_t ggml_t2p_layout_for(int32_t src_type, int32_t kernel, uint32_t flags, int32_t * out_layout);
 
-/* Rows per tile of a layout (4, or 16 for X16): gemv/gemm row ranges start on a multiple of it
- * and end on one or at n_rows. */
+/* Rows per tile of a layout (4, 16 for X16, 64 for L64): gemv/gemm row ranges start on a multiple
+ * of it and end on one or at n_rows. */
 int32_t ggml_t2p_row_tile(int32_t layout, int64_t * out_rows);
 
 /* GGML_T2P_OK if a matrix of n_rows x k weights of src_type can be repacked into layout and run
@@ -161,8 +167,8 @@ int32_t ggml_t2p_row_tile(int32_t layout, int64_t * out_rows);
 int32_t ggml_t2p_supports(int32_t src_type, int32_t layout, int32_t kernel, int64_t n_rows, int64_t k);
 
 /* Bytes of the repacked matrix in *out_size (PQ2_0 -> T2P and PTQ1_0 -> PTQ1_0X4 keep the source
- * size; PTQ1_0 -> T2P is 136/112 of it; X16 is ceil(n_rows/16)*16 rows of PQ2_0); SHAPE for a
- * source or repacked size past PTRDIFF_MAX bytes. */
+ * size; PTQ1_0 -> T2P is 136/112 of it; X16 is ceil(n_rows/16)*16 rows of PQ2_0; L64 is
+ * ceil(n_rows/64)*64 rows of PTQ1_0); SHAPE for a source or repacked size past PTRDIFF_MAX bytes. */
 int32_t ggml_t2p_repacked_size(int32_t src_type, int32_t layout, int64_t n_rows, int64_t k, size_t * out_size);
 
 /* Caps the threads a repack uses (0: all cores, the default; negative: INVALID_ARGUMENT). */
@@ -244,8 +250,10 @@ int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x
  * CPU; a level name: that level. An unknown name warns and means auto; a forced level the CPU
  * lacks declines, except "amx" where the CPU or OS refuses AMX (the best other level runs, with a
  * warning) and a level whose feature the OS cannot report (assumed, with a warning).
- * ptq1_env: GGML_T2P_PTQ1 ("t2p" or NULL: the fast layout; "native": 1.75 bits per weight kept
- * where a layout for that exists; anything else warns and means t2p).
+ * ptq1_env: GGML_T2P_PTQ1 ("t2p": the 2.125-bit layouts, T2P or X16; "native": 1.75 bits per
+ * weight kept where a layout for that exists, PTQ1_0X4 on ARM, L64 on x86-64 with AVX-512 VBMI;
+ * NULL: the default, native where the level runs L64, else t2p; anything else warns and means the
+ * default).
  * host_has_pq2 / host_has_ptq1: nonzero when the host's type 142 / 143 is PQ2_0 / PTQ1_0 (see
  * ggml_t2p_source_block); a type the host lacks gets layout -1.
  * Writes *out_kernel (a GGML_T2P_KERNEL_* level, 0 when declining), *out_pq2_layout and
@@ -367,7 +375,7 @@ int32_t ggml_t2p_plugin_repack(const ggml_t2p_plugin * plugin, int32_t src_type,
  * that ggml_t2p_plugin_repack wrote at w (w_size >= ggml_t2p_plugin_repacked_size), written to dst
  * (dst_size >= n_rows * k / 128 source blocks): for a host that must give a repacked tensor's
  * bytes back (ggml's get_tensor, a partial set_tensor read-modify-write). PQ2_0 comes back byte for
- * byte; PTQ1_0 byte for byte from the ARM native layout, and from T2P or X16 through its digits,
+ * byte; PTQ1_0 byte for byte from the ARM native layout, and from T2P, X16 or L64 through its digits,
  * each byte re-encoded as the fork's quantizer writes it (the same weights and scale; a file's byte
  * in another encoding of the same digits comes back as the quantizer's). Not counted for the load
  * line. Errors: UNSUPPORTED for a type the plugin does not take, NULL, BUFFER_SIZE, MISALIGNED,

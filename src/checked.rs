@@ -194,7 +194,7 @@ pub(crate) unsafe fn floats<'a>(x: *const f32, n: usize) -> Result<&'a [f32], Er
 /// (`src_size` bytes) written back in the source format to `dst` (`dst_size` bytes, at least
 /// [`repack::source_size`]), row-major, as `ggml_t2p_plugin_unpack` says: PQ2_0 bytes exactly (codes
 /// and scales are kept by every layout); PTQ1_0 from PTQ1_0x4 exactly (its bytes only move), from
-/// T2P or X16 through its digits, re-encoded as the fork's quantizer writes them
+/// T2P, X16 or L64 through its digits, re-encoded as the fork's quantizer writes them
 /// ([`BlockPtq1_0::from_digits`]), so the same weights and scales (and the file's own bytes
 /// wherever it holds the quantizer's encoding).
 ///

@@ -17,7 +17,7 @@ use core::mem::size_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The header's `GGML_T2P_ABI_VERSION`.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// `GGML_T2P_OK`.
 pub const OK: i32 = 0;
@@ -33,7 +33,7 @@ pub const ROUND_FUSED: i32 = 1;
 pub const ROUND_UNFUSED: i32 = 2;
 
 /// `GGML_T2P_PREFER_COMPACT`: for [`ggml_t2p_layout_for`], keep PTQ1_0 at 1.75 bits per weight
-/// where a layout for that exists (PTQ1_0x4 on ARM).
+/// where a layout for that exists (PTQ1_0x4 on ARM, L64 on x86-64 with AVX-512 VBMI).
 pub const PREFER_COMPACT: u32 = 1;
 
 /// The status code of an error (the header's `GGML_T2P_ERR_*`): `-1 - index in Error::ALL`.
@@ -1197,6 +1197,7 @@ pub mod abi_check {
         assert!(c::GGML_T2P_LAYOUT_T2P == L::T2p as i32);
         assert!(c::GGML_T2P_LAYOUT_PTQ1_0X4 == L::Ptq1_0x4 as i32);
         assert!(c::GGML_T2P_LAYOUT_X16 == L::X16 as i32);
+        assert!(c::GGML_T2P_LAYOUT_L64 == L::L64 as i32);
         assert!(c::GGML_T2P_PREFER_COMPACT as u32 == super::PREFER_COMPACT);
         assert!(c::GGML_T2P_TYPE_PQ2_0 as u32 == crate::format::GGML_TYPE_PQ2_0);
         assert!(c::GGML_T2P_TYPE_PTQ1_0 as u32 == crate::format::GGML_TYPE_PTQ1_0);
@@ -1242,6 +1243,7 @@ pub mod abi_check {
         assert_eq!(one(F { avx512vnni: true, ..F::default() }), c::GGML_T2P_CPU_AVX512VNNI);
         assert_eq!(one(F { amx_tile: true, ..F::default() }), c::GGML_T2P_CPU_AMX_TILE);
         assert_eq!(one(F { amx_int8: true, ..F::default() }), c::GGML_T2P_CPU_AMX_INT8);
+        assert_eq!(one(F { avx512vbmi: true, ..F::default() }), c::GGML_T2P_CPU_AVX512VBMI);
     }
 
     #[test]

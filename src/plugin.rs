@@ -85,8 +85,9 @@ fn quoted(v: &str) -> String {
 ///   report either way (i8mm on older Windows on ARM) is assumed, with a warning.
 /// - `ptq1_request`: `GGML_T2P_PTQ1` (`t2p`: the 2.125-bit layouts, T2P or X16; `native`: keep
 ///   1.75 bits per weight where a layout for that exists: PTQ1_0x4 on ARM, L64 on x86 with AVX-512
-///   VBMI; `None`: the default, `native` where the level runs L64 (x86: measured faster, see
-///   docs/ptq1_0.md), else `t2p`); anything else warns and means the default.
+///   VBMI; `None`: the default, `native` where the level runs L64 (decode measured 1.2-1.3x X16's
+///   on an AMX Xeon VM, the only VBMI machine measured so far: docs/ptq1_0.md), else `t2p`);
+///   anything else warns and means the default.
 /// - `host_pq2`, `host_ptq1`: whether the host's type ids 142 and 143 are PQ2_0 and PTQ1_0 (block
 ///   of 128 weights, [`source_block_bytes`] bytes); a type the host lacks gets no layout, and a
 ///   host with neither declines.

@@ -398,8 +398,8 @@ pub fn repack_ptq1_0_to_l64(src: &[BlockPtq1_0], n_rows: usize, k: usize, dst: &
     let dst = &mut dst[..n];
     let threads = repack_threads(n_rows * nb * size_of::<BlockPtq1_0>(), dst.len() / nb);
     // Row by row within a tile (each source row read in order, the tile's blocks written in L2),
-    // not block by block: 64 source rows a block apart touch 64 pages, and the repack ran 1.4x
-    // slower that way (the 9B: 3.5 s -> see docs/results.md, section 1.11).
+    // not block by block: 64 source rows a block apart touch 64 pages (the 9B on 2 threads: 3.50 s
+    // block by block, 3.09-3.26 s row by row; docs/results.md, section 1.11).
     for_tiles(dst, nb, threads, |first, out| {
         for (t, tile) in out.chunks_mut(nb).enumerate() {
             let r0 = (first + t) * L64_ROWS;

@@ -6,7 +6,7 @@
 //! Entry `c` of group `g`'s table is `sum_i (t_i - 1) * y[group_weight(g, i)]` for the digits
 //! `t_i` of `u = c + half` (`u = sum_i 3^i t_i`, `half` = [`group_half`]), for `c <= half`; the
 //! entries past `half` (which no L64 byte indexes) are those of all digits 0 (every weight -1).
-//! `|entry| <= 5 * 127 = 635`, so an entry
+//! `|entry| <= 5 * 128 = 640` (Q8_K values through the C ABI may hold -128), so an entry
 //! is an int16, stored as its low byte (`t[g][0][c]`) and high byte (`t[g][1][c]`): two
 //! 128-byte `vpermi2b` tables.
 
@@ -75,6 +75,8 @@ pub fn build_scalar(y: &[i8], d: f32, out: &mut LutHalf) {
 /// Builds `out`'s tables with the fastest code this CPU runs (AVX-512 BW on x86-64 where
 /// available, else [`build_scalar`]); the same bytes either way.
 pub fn build(y: &[i8], d: f32, out: &mut LutHalf) {
+    assert_eq!(y.len(), QK);
+    out._pad = [0; 3]; // every byte of the element written (it may be built in a caller's buffer)
     #[cfg(target_arch = "x86_64")]
     if super::features::CpuFeatures::detect().avx512vnni {
         // SAFETY: AVX-512 F/BW (part of avx512vnni's features) available; y has 128 values.
@@ -121,7 +123,8 @@ pub(crate) mod x86 {
     };
 
     /// [`super::build_scalar`] with `vpmaddubsw`: entry = `sum_pairs (t_a, t_b) . (y_a, y_b) -
-    /// sum(y)` in int16 (exact: `|sum| <= 3 * 2 * 2 * 127`), then the low and high bytes gathered
+    /// sum(y)` in int16 (exact: each pair sum `<= 2 * 2 * 128`, no saturation; `|entry| <= 640`),
+    /// then the low and high bytes gathered
     /// by `vpackuswb` of the masked and shifted words, its lane order fixed with `vpermq`.
     ///
     /// # Safety
@@ -198,7 +201,8 @@ mod tests {
             let y: Vec<i8> = (0..128u32)
                 .map(|i| match seed {
                     0 => 127,
-                    1 => -127,
+                    1 => -128,
+                    2 => -127,
                     _ => (i.wrapping_mul(2654435761).wrapping_add(seed * 977) >> 13) as i8,
                 })
                 .collect();
@@ -206,6 +210,14 @@ mod tests {
             build_scalar(&y, 1.0, &mut a);
             build(&y, 1.0, &mut b);
             assert_eq!(a.t, b.t, "seed {seed}");
+            // the AVX-512 builder itself, where the CPU has it (build() may have taken the scalar one)
+            #[cfg(target_arch = "x86_64")]
+            if crate::kernels::features::CpuFeatures::detect().avx512vnni {
+                let mut c = LutHalf::default();
+                // SAFETY: AVX-512 F/BW (avx512vnni's features) checked; 128 values.
+                unsafe { x86::build_avx512(&y, 1.0, &mut c) };
+                assert_eq!(a.t, c.t, "seed {seed} (AVX-512)");
+            }
         }
     }
 }

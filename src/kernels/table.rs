@@ -490,21 +490,17 @@ impl KernelLevel {
     /// with `prefer_compact` where the level runs it: AVX-512 VBMI), T2P on ARM (or PTQ1_0x4 for
     /// PTQ1_0 with `prefer_compact`); both compact layouts keep 1.75 bits per weight. For the
     /// reference level, the layout the best level of this CPU would use (X16 or L64 on x86, else
-    /// T2P or PTQ1_0x4).
+    /// T2P or PTQ1_0x4): L64 where the CPU has AVX-512 VBMI, which only the L64-running levels
+    /// (`avx512vnni`, `amx`) come with, asked without [`KernelLevel::best`] (which would ask Linux
+    /// for the AMX tile permission).
     pub fn layout_for(self, src: SourceType, prefer_compact: bool) -> Layout {
         let compact = prefer_compact && src == SourceType::Ptq1_0;
         let arm_layout = if compact { Layout::Ptq1_0x4 } else { Layout::T2p };
-        let x86_layout = |level: Option<KernelLevel>| {
-            if compact && level.is_some_and(|l| l.runs(Layout::L64)) {
-                Layout::L64
-            } else {
-                Layout::X16
-            }
-        };
+        let x86_layout = |l64: bool| if compact && l64 { Layout::L64 } else { Layout::X16 };
         match self.spec().arch {
-            Arch::X86_64 => x86_layout(Some(self)),
+            Arch::X86_64 => x86_layout(compact && self.runs(Layout::L64)),
             Arch::Aarch64 => arm_layout,
-            Arch::Any if cfg!(target_arch = "x86_64") => x86_layout(KernelLevel::best()),
+            Arch::Any if cfg!(target_arch = "x86_64") => x86_layout(compact && CpuFeatures::detect().avx512vbmi),
             Arch::Any => arm_layout,
         }
     }

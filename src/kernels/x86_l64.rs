@@ -11,7 +11,7 @@
 //! exact `isum`. Each table is used for four 64-row tiles in turn (256 rows), and the block two
 //! ahead of each tile is prefetched: one line per group and tile.
 //!
-//! Exact: `|isum| <= 26 * 635 + 26 < 2^15`, and the float step is the reference's
+//! Exact: `|sum| <= 26 * 641 < 2^15` (`docs/numerics.md`, section 3), and the float step is the reference's
 //! `fma(d * d_y, (float) isum, sumf)` per block in order.
 
 use super::act_lut::LutHalf;
@@ -20,9 +20,10 @@ use super::operands::{Job, OutPtr};
 use crate::format::{position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW};
 use core::arch::x86_64::*;
 
-/// Blocks ahead of the one in use that the gemv prefetches (measured on the AMX Xeon VM,
-/// 17408 x 5120 from DRAM, 1 thread, best of 48: no prefetch 1473 us, 1 block 1192, 2 blocks
-/// 1140, 4 blocks 1274; `examples/lut`, X16 1650).
+/// Blocks ahead of the one in use that the gemv prefetches (measured on the AMX Xeon VM with a
+/// stand-alone copy of this kernel before it moved into the library, 17408 x 5120 from DRAM, 1
+/// thread, best of 48: no prefetch 1473 us, 1 block 1192, 2 blocks 1140, 4 blocks 1274, the X16
+/// gemv 1650; docs/results.md, section 1.11).
 const PF_BLOCKS: usize = 2;
 
 /// Row of output element `e` of a tile's four sum vectors.
@@ -194,6 +195,7 @@ static SCALE_IDX: [[u16; 32]; 2] = {
 /// AVX-512 F/BW/VBMI available; every `out[m]` at least as long as `tile`.
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vbmi")]
 unsafe fn expand_tile(tile: &[BlockL64], out: [&mut [BlockX16]; 4]) {
+    debug_assert!(out.iter().all(|o| o.len() >= tile.len()));
     // SAFETY: the caller's features; loads read the tables and the tile's blocks, stores write
     // block i of each out[m] (i < tile.len() <= out[m].len()).
     unsafe {

@@ -982,8 +982,11 @@ mod tests {
                 (SourceType::Ptq1_0, as_bytes(&any_ptq1), as_bytes(&canon)),
             ];
             for (st, src, want) in cases {
-                for lay in [Layout::X16, Layout::T2p, Layout::Ptq1_0x4] {
-                    let Ok(size) = repack::repacked_size(st, lay, n_rows, k) else { continue };
+                for lay in Layout::ALL {
+                    let Ok(size) = repack::repacked_size(st, lay, n_rows, k) else {
+                        assert!(!lay.accepts(st), "{st:?} -> {lay:?}");
+                        continue;
+                    };
                     let mut w = vec![0u8; size];
                     let mut back = vec![0u8; src.len()];
                     // SAFETY: buffers of the stated sizes.

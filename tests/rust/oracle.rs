@@ -473,3 +473,82 @@ fn empty_batch_is_a_no_op() {
         }
     }
 }
+
+/// L64 bytes that no repack writes (group indices past their half, the sign on them and on the zero
+/// group) and random scales: every level that runs L64 gives the `ref` level's bits, for the gemv
+/// and gemm widths of every kernel class (the AMX tiles included), and the scalar reference reads
+/// them as `decode_group` does (checked through `BlockL64::row` against the PQ2_0 reference).
+#[test]
+fn l64_any_byte() {
+    let mut rng = Rng(0x1_64B);
+    let (n_rows, k) = (132usize, 640usize); // two whole L64 tiles and a padded one
+    let nb = k / QK;
+    let blocks = repacked_blocks(Layout::L64, n_rows, k).unwrap();
+    let w: Vec<BlockL64> = (0..blocks)
+        .map(|_| {
+            let mut b = BlockL64::default();
+            for d in b.d.iter_mut() {
+                *d = f16::from_f32((rng.next() % 200) as f32 * 1e-3 - 0.1);
+            }
+            for q in b.q.iter_mut().flatten() {
+                *q = rng.next() as u8; // any byte: indices 0..=127, either sign
+            }
+            b
+        })
+        .collect();
+    let pw = PackedWeights::l64(&w, n_rows, k).unwrap();
+    // the same weights as PQ2_0 rows, for the reference dot
+    let pq2: Vec<BlockPq2_0> =
+        (0..n_rows).flat_map(|r| (0..nb).map(move |i| (r, i))).map(|(r, i)| w[(r / 64) * nb + i].row(r % 64)).collect();
+    let mut outputs = 0;
+    for n_cols in [1usize, 2, 5, 16, 17] {
+        let act = acts(&mut rng, n_cols, k, Acts::Quantized);
+        let a = Activations::new(&act, n_cols, k).unwrap();
+        let mut want = vec![0.0f32; n_rows * n_cols];
+        gemm(KernelLevel::Reference, &pw, &a, &mut want, n_rows, 0..n_rows).unwrap();
+        for j in 0..n_cols {
+            for r in 0..n_rows {
+                let d = vec_dot_pq2_0_q8_k(&pq2[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap();
+                assert_eq!(want[j * n_rows + r].to_bits(), d.to_bits(), "ref: row {r} col {j}");
+            }
+        }
+        for level in levels_for(Layout::L64) {
+            let mut y = vec![f32::NAN; n_rows * n_cols];
+            gemm(level, &pw, &a, &mut y, n_rows, 0..n_rows).unwrap();
+            assert!(
+                y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "L64 {} with any bytes, {n_cols} columns",
+                level.name()
+            );
+            outputs += y.len();
+        }
+    }
+    println!("l64 any byte: {outputs} outputs equal to ref, {:?}", levels_for(Layout::L64));
+}
+
+/// The L64 gemm expands 64-row tiles a span (1 MiB of X16) at a time: a job of more tiles than one
+/// span (320 rows of k = 16384: 5 tiles, spans of 3) gives the reference's bits at every width.
+#[test]
+fn l64_gemm_across_spans() {
+    let mut rng = Rng(0x5_9A45);
+    let (n_rows, k) = (320usize, 16384usize);
+    let nb = k / QK;
+    let src = ptq1_rows(&mut rng, n_rows, k, false, Scales::Mixed);
+    let mut l64 = vec![BlockL64::default(); repacked_blocks(Layout::L64, n_rows, k).unwrap()];
+    repack_ptq1_0_to_l64(&src, n_rows, k, &mut l64).unwrap();
+    let pw = PackedWeights::l64(&l64, n_rows, k).unwrap();
+    for n_cols in [2usize, 5, 17] {
+        let act = acts(&mut rng, n_cols, k, Acts::Quantized);
+        let a = Activations::new(&act, n_cols, k).unwrap();
+        for level in levels_for(Layout::L64) {
+            let mut y = vec![f32::NAN; n_rows * n_cols];
+            gemm(level, &pw, &a, &mut y, n_rows, 0..n_rows).unwrap();
+            for j in 0..n_cols {
+                for r in (0..n_rows).step_by(7) {
+                    let d = vec_dot_ptq1_0_q8_k(&src[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap();
+                    assert_eq!(y[j * n_rows + r].to_bits(), d.to_bits(), "{} row {r} col {j}", level.name());
+                }
+            }
+        }
+    }
+}
