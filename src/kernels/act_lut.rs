@@ -131,7 +131,9 @@ pub(crate) mod x86 {
     /// AVX-512 F and BW available; `y.len() == 128`.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(crate) unsafe fn build_avx512(y: &[i8], d: f32, out: &mut LutHalf) {
-        // SAFETY: AVX-512 F/BW available (the caller's contract); every load reads DIGITS inside its 128 entries (32 j + 32 <= 128), every store writes `out`'s own tables (64 h + 64 <= 128).
+        // SAFETY: AVX-512 F/BW available (the caller's contract); every load reads DIGITS inside
+        // its 128 entries (32 j + 32 <= 128), every store writes `out`'s own tables (64 h + 64 <=
+        // 128).
         unsafe {
             debug_assert_eq!(y.len(), QK);
             out.d = d;

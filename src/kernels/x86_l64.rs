@@ -45,7 +45,9 @@ const OUT_ROW: [u8; L64_ROWS] = {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vbmi")]
 unsafe fn gemv_tiles<const S: usize>(job: &Job<'_, BlockL64, LutHalf>, t0: usize) {
-    // SAFETY: the features are the caller's; every load reads inside the validated job's blocks and elements (tiles t0..t0+S, blocks 0..nb), a prefetch never faults, and the stores are to the local array and to the job's rows.
+    // SAFETY: the features are the caller's; every load reads inside the validated job's blocks and
+    // elements (tiles t0..t0+S, blocks 0..nb), a prefetch never faults, and the stores are to the
+    // local array and to the job's rows.
     unsafe {
         let nb = job.nb;
         let ff = _mm512_set1_epi8(-1);
