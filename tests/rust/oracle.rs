@@ -527,7 +527,8 @@ fn l64_any_byte() {
 }
 
 /// The L64 gemm expands 64-row tiles a span (1 MiB of X16) at a time: a job of more tiles than one
-/// span (320 rows of k = 16384: 5 tiles, spans of 3) gives the reference's bits at every width.
+/// span (320 rows of k = 16384: 5 tiles, spans of 3) gives the reference's bits at every width (and
+/// the gemv of such long rows, every row).
 #[test]
 fn l64_gemm_across_spans() {
     let mut rng = Rng(0x5_9A45);
@@ -537,14 +538,14 @@ fn l64_gemm_across_spans() {
     let mut l64 = vec![BlockL64::default(); repacked_blocks(Layout::L64, n_rows, k).unwrap()];
     repack_ptq1_0_to_l64(&src, n_rows, k, &mut l64).unwrap();
     let pw = PackedWeights::l64(&l64, n_rows, k).unwrap();
-    for n_cols in [2usize, 5, 17] {
+    for n_cols in [1usize, 2, 5, 17] {
         let act = acts(&mut rng, n_cols, k, Acts::Quantized);
         let a = Activations::new(&act, n_cols, k).unwrap();
         for level in levels_for(Layout::L64) {
             let mut y = vec![f32::NAN; n_rows * n_cols];
             gemm(level, &pw, &a, &mut y, n_rows, 0..n_rows).unwrap();
             for j in 0..n_cols {
-                for r in (0..n_rows).step_by(7) {
+                for r in (0..n_rows).step_by(if n_cols == 1 { 1 } else { 7 }) {
                     let d = vec_dot_ptq1_0_q8_k(&src[r * nb..(r + 1) * nb], a.col(j), Contract::Fused).unwrap();
                     assert_eq!(y[j * n_rows + r].to_bits(), d.to_bits(), "{} row {r} col {j}", level.name());
                 }
