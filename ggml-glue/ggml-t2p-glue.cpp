@@ -407,7 +407,7 @@ bool unpack_into(ggml_backend_buffer_t buffer, const ggml_tensor * t, std::vecto
 }
 
 // Whether a repacked t fits in its buffer (its repack can be larger than ggml_nbytes: PTQ1_0 at
-// 2.125 bits per weight). llama.cpp allocates with buft_get_alloc_size; an RPC client's tensor is
+// 2.125 bits per weight as X16 or T2P, or with its last row tile padded). llama.cpp allocates with buft_get_alloc_size; an RPC client's tensor is
 // checked against it by the worker (patches/) before it gets here.
 bool fits(ggml_backend_buffer_t buffer, const ggml_tensor * t) {
     const uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(buffer);

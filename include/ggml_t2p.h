@@ -15,7 +15,7 @@
  * Sizes: every size query (ggml_t2p_supports, ggml_t2p_repacked_size, ggml_t2p_act_packed_size)
  * answers GGML_T2P_ERR_SHAPE for a size past PTRDIFF_MAX bytes (isize::MAX): no buffer is larger.
  *
- * Flow (ABI 4): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
+ * Flow (ABI 5): at load, ggml_t2p_choose picks the level and the layouts for this CPU (or
  * declines, saying why), ggml_t2p_repack fills them (a ggml host does both, and the rest of its
  * bookkeeping, through a ggml_t2p_plugin: see the end of this header). Per matrix multiplication, the caller quantizes activations to Q8_K (ggml's own
  * quantizer, or ggml_t2p_quantize_q8_k with the host's rounding: the same bits), packs them once with ggml_t2p_act_pack (pieces may be packed by several threads at
@@ -153,8 +153,8 @@ const char * ggml_t2p_layout_name(int32_t layout);
 const char * ggml_t2p_status_string(int32_t status);
 
 /* The layout weights of src_type get with kernel on this CPU (X16 on x86-64, or L64 for PTQ1_0
- * with GGML_T2P_PREFER_COMPACT where the kernel runs it; T2P on ARM, or PTQ1_0X4 for PTQ1_0 with
- * GGML_T2P_PREFER_COMPACT). */
+ * with GGML_T2P_PREFER_COMPACT where the CPU has AVX-512 VBMI and the kernel is AVX512VNNI, AMX or
+ * REF; T2P on ARM, or PTQ1_0X4 for PTQ1_0 with GGML_T2P_PREFER_COMPACT). */
 int32_t ggml_t2p_layout_for(int32_t src_type, int32_t kernel, uint32_t flags, int32_t * out_layout);
 
 /* Rows per tile of a layout (4, 16 for X16, 64 for L64): gemv/gemm row ranges start on a multiple
@@ -242,7 +242,7 @@ int32_t ggml_t2p_gemm(int32_t layout, int32_t kernel, const void * w, size_t w_s
  * INVALID_ARGUMENT. Runs on the calling thread. */
 int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x, int64_t n, void * y, size_t y_size);
 
-/* ---- The plugin's policy (ABI 4): the ggml shim asks, logs the answer and translates; every
+/* ---- The plugin's policy (ABI 5): the ggml shim asks, logs the answer and translates; every
  * decision is made here. ---- */
 
 /* Chooses the kernel level and the layouts a ggml host runs with.
@@ -252,8 +252,8 @@ int32_t ggml_t2p_quantize_q8_k(int32_t kernel, int32_t rounding, const float * x
  * warning) and a level whose feature the OS cannot report (assumed, with a warning).
  * ptq1_env: GGML_T2P_PTQ1 ("t2p": the 2.125-bit layouts, T2P or X16; "native": 1.75 bits per
  * weight kept where a layout for that exists, PTQ1_0X4 on ARM, L64 on x86-64 with AVX-512 VBMI;
- * NULL: the default, native where the level runs L64, else t2p; anything else warns and means the
- * default).
+ * NULL: the default, native where the CPU has AVX-512 VBMI and the level is avx512vnni, amx or ref,
+ * else t2p; anything else warns and means the default).
  * host_has_pq2 / host_has_ptq1: nonzero when the host's type 142 / 143 is PQ2_0 / PTQ1_0 (see
  * ggml_t2p_source_block); a type the host lacks gets layout -1.
  * Writes *out_kernel (a GGML_T2P_KERNEL_* level, 0 when declining), *out_pq2_layout and
@@ -288,7 +288,7 @@ int32_t ggml_t2p_q8k_probe_input(float * x, size_t n);
 int32_t ggml_t2p_q8k_probe_rounding(int32_t kernel, const float * x, size_t n, const void * host_q8k,
                                     size_t host_size, int32_t * out_rounding);
 
-/* ---- The ggml plugin (ABI 4): the state a ggml host keeps of the library. The shim
+/* ---- The ggml plugin (ABI 5): the state a ggml host keeps of the library. The shim
  * (ggml-glue/) creates one at start-up and only translates ggml's calls into these; the settings
  * (environment), the check of the host's types, the Q8_K quantizer, the load accounting and its
  * log line, the sliced repack with the release of the source's file pages, the huge-page advice,

@@ -42,7 +42,9 @@ impl Error {
             Error::Shape => "unsupported shape (k: 128s, rows: 4s; quantized rows: 256s)\0",
             Error::BufferSize => "buffer too small for the shape\0",
             Error::Misaligned => "buffer not aligned for its block type\0",
-            Error::Range => "row range out of bounds or not on the layout's row tile (4 rows, 16 for X16)\0",
+            Error::Range => {
+                "row range out of bounds or not on the layout's row tile (4 rows, 16 for X16, 64 for L64)\0"
+            }
             Error::Unsupported => "kernel or layout not available on this CPU or for this type\0",
             Error::InvalidArgument => {
                 "invalid argument (unknown type, layout or kernel; overlapping buffers; wrong activation pack)\0"

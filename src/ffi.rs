@@ -1,4 +1,4 @@
-//! The C ABI (`include/ggml_t2p.h`, ABI version 4): the only `extern "C"` of the crate.
+//! The C ABI (`include/ggml_t2p.h`, ABI version 5): the only `extern "C"` of the crate.
 //!
 //! Every entry point validates its arguments, maps [`Error`] to a `GGML_T2P_ERR_*` status, and
 //! runs inside `catch_unwind`, so no panic crosses into C (a caught panic is

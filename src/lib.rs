@@ -6,7 +6,9 @@
 //! - ARM: **T2P** (4 rows x 128 weights in 136 bytes, two row pairs of 16-byte words) for `sdot`
 //!   (gemv, decode) and `smmla`/i8mm (gemm, prompt batches);
 //! - x86-64: **X16** (16 rows x 128 weights in 544 bytes, one 32-bit lane per row) for
-//!   `vpdpbusd` (AVX-512 VNNI, AVX-VNNI) and `vpmaddubsw` (AVX2).
+//!   `vpdpbusd` (AVX-512 VNNI, AVX-VNNI) and `vpmaddubsw` (AVX2); PTQ1_0 with AVX-512 VBMI: **L64**
+//!   (64 rows in 1792 bytes, the file's 1.75 bits per weight), a `vpermi2b` table-lookup gemv and
+//!   a gemm through X16.
 //!
 //! Activations (ggml's Q8_K) are packed once per matrix multiplication
 //! ([`kernels::act_pack`]) into the form the chosen kernel reads.
@@ -14,7 +16,7 @@
 //! ## Contract
 //! - **Formats** ([`format`](mod@format)): PQ2_0 (34 B / 128 weights), PTQ1_0 (28 B), Q8_K activations
 //!   (292 B / 256 values), T2P (136 B = 4 x PQ2_0), PTQ1_0x4 (112 B = 4 x PTQ1_0), X16
-//!   (544 B = 16 x PQ2_0).
+//!   (544 B = 16 x PQ2_0), L64 (1792 B = 64 x PTQ1_0).
 //! - **Numerics** ([`reference`](mod@reference)): every output is, bit for bit,
 //!   `sumf = fma(fp32(d_i) * d_y, (float) isum_i, sumf)` over 128-weight blocks `i` in order
 //!   (docs/numerics.md §1, the fork's `ggml_vec_dot_pq2_0_q8_K`). Integer sums are exact, so every kernel,
@@ -34,7 +36,7 @@
 //!   into status codes and never lets a panic cross.
 //!
 //! ## Layout of the crate
-//! [`format`](mod@format) (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4, X16) ->
+//! [`format`](mod@format) (block types) -> [`repack`] (PQ2_0/PTQ1_0 -> T2P, PTQ1_0x4, X16, L64) ->
 //! [`kernels`] (activation pack; one dispatch; scalar, NEON and x86 kernels) -> [`ffi`] (the only
 //! `extern "C"`).
 

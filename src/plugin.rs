@@ -85,7 +85,8 @@ fn quoted(v: &str) -> String {
 ///   report either way (i8mm on older Windows on ARM) is assumed, with a warning.
 /// - `ptq1_request`: `GGML_T2P_PTQ1` (`t2p`: the 2.125-bit layouts, T2P or X16; `native`: keep
 ///   1.75 bits per weight where a layout for that exists: PTQ1_0x4 on ARM, L64 on x86 with AVX-512
-///   VBMI; `None`: the default, `native` where the level runs L64 (decode measured 1.2-1.3x X16's
+///   VBMI; `None`: the default, `native` where the CPU has VBMI and the level is `avx512vnni`,
+///   `amx` or `ref` (`layout_for`'s L64; decode measured 1.2-1.3x X16's
 ///   on an AMX Xeon VM, the only VBMI machine measured so far: docs/ptq1_0.md), else `t2p`);
 ///   anything else warns and means the default.
 /// - `host_pq2`, `host_ptq1`: whether the host's type ids 142 and 143 are PQ2_0 and PTQ1_0 (block
@@ -155,7 +156,7 @@ pub fn choose(kernel_request: Option<&str>, ptq1_request: Option<&str>, host_pq2
         None => l64,
         Some("t2p") => false,
         Some("native") => {
-            if cfg!(target_arch = "x86_64") && !l64 {
+            if cfg!(target_arch = "x86_64") && !l64 && host_ptq1 {
                 warnings.push(format!(
                     "GGML_T2P_PTQ1=native: kernel {} has no 1.75-bit PTQ1_0 layout here (L64 needs AVX-512 VBMI \
                      and the avx512vnni or amx level); PTQ1_0 -> X16",

@@ -1,12 +1,13 @@
-//! Load-time repacking: PQ2_0 / PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 (ARM) and PQ2_0 / PTQ1_0 -> X16
-//! (x86-64), and the exact inverses (used by tests and by anyone who wants their original bytes
-//! back).
+//! Load-time repacking: PQ2_0 / PTQ1_0 -> T2P, PTQ1_0 -> PTQ1_0x4 (ARM), PQ2_0 / PTQ1_0 -> X16 and
+//! PTQ1_0 -> L64 (x86-64), and the inverses (used by tests, by the RPC path and by anyone who wants
+//! their original bytes back).
 //!
 //! Source matrices are ggml row-major: row `r`'s block `i` at index `r * k/128 + i`. Repacked
 //! matrices are tile major (see [`crate::PackedWeights`]): all `k/128` blocks of the first tile of
-//! rows (4 rows for T2P and PTQ1_0x4, 16 for X16), then the next tile. T2P from PQ2_0 and
-//! PTQ1_0x4 keep the source size; T2P from PTQ1_0 is 136/112 of it; X16 is the PQ2_0 size of
-//! `ceil(n_rows / 16) * 16` rows (the last tile is padded with zero rows).
+//! rows (4 rows for T2P and PTQ1_0x4, 16 for X16, 64 for L64), then the next tile. T2P from PQ2_0
+//! and PTQ1_0x4 keep the source size; T2P from PTQ1_0 is 136/112 of it; X16 is the PQ2_0 size of
+//! `ceil(n_rows / 16) * 16` rows and L64 the PTQ1_0 size of `ceil(n_rows / 64) * 64` rows (the last
+//! tile padded with zero rows).
 //!
 //! ## Threads
 //! A repack runs on scoped threads that it starts and joins itself ([`std::thread::scope`]): no

@@ -110,7 +110,8 @@ FORMAT = {"ours-ptq1_0": "ptq1_0"}
 # formats that ik_llama.cpp's llama-quantize makes (the rest: the fork's), and the ik file's type name
 IK_FORMATS = {"iq2_bn": "IQ2_BN", "iq1_bn": "IQ1_BN"}
 GGML_TYPE_PTQ1_0 = 143
-# ggml-t2p holds a PTQ1_0 matrix as X16/T2P: 34 bytes per 128 weights instead of 28
+# ggml-t2p holds a PTQ1_0 matrix as X16/T2P (unless its load line says L64 or PTQ1_0x4: ptq1_kept):
+# 34 bytes per 128 weights instead of 28
 PTQ1_0_RESIDENT = 34 / 28
 
 

@@ -239,7 +239,8 @@ def bad_input(port, log_path, say):
         conn.set_tensor(tensor(PQ2_0, ne0, ne1, p, b + g - 100, "past-the-end"), 0, src)
 
     def repack_past_end(conn):
-        # PTQ1_0 is held at 2.125 bits per weight: its source bytes fit, its repack does not
+        # a PTQ1_0 repack is larger than its source here: X16 at 2.125 bits per weight, or L64
+        # (1.75 bits, with AVX-512 VBMI) whose 32 rows are padded to a 64-row tile
         n = nbytes(PTQ1_0, ne0, ne1)
         p, g, b = fresh_buffer(conn, n)
         conn.set_tensor(tensor(PTQ1_0, ne0, ne1, p, b, "ptq1"), 0, bytes(n))

@@ -80,7 +80,7 @@ pub fn gemm_packed(
 ///
 /// Requirements checked here: `level` available and running `w`'s layout; `a` in the format of
 /// [`ActFormat::for_kernel`]; `a.k == w.k()`; `rows` within `0..n_rows`, starting on a row tile
-/// boundary (4 rows, 16 for X16) and ending on one or at `n_rows`; `col_stride >= n_rows` when
+/// boundary (4 rows, 16 for X16, 64 for L64) and ending on one or at `n_rows`; `col_stride >= n_rows` when
 /// `a.n_cols > 1`; `(n_cols - 1) * col_stride + rows.end <= dst_len`, and that extent no larger
 /// than `isize::MAX` bytes; `dst` non-null and 4-byte aligned when anything is written.
 ///

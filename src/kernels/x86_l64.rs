@@ -222,7 +222,7 @@ unsafe fn expand_tile(tile: &[BlockL64], out: [&mut [BlockX16]; 4]) {
                 _mm512_storeu_si512(q3.qs[w].as_mut_ptr().cast(), _mm512_unpackhi_epi16(t1, t3));
             };
             // every group written out (the group index a constant): a loop kept the vectors on
-            // the stack (measured 700 cycles per block)
+            // the stack (about 240 ns per block; docs/results.md, section 1.11)
             macro_rules! group {
                 ($g:expr, $ta:expr) => {{
                     let idx = _mm512_loadu_si512(b.q[$g].as_ptr().cast());

@@ -1,5 +1,5 @@
 /*
- * A C program against include/ggml_t2p.h (ABI 4) and libggml_t2p.a: repacks a PQ2_0 matrix into
+ * A C program against include/ggml_t2p.h (ABI 5) and libggml_t2p.a: repacks a PQ2_0 matrix into
  * every layout, packs activations (whole columns, and one column in pieces the way ggml threads
  * do), runs gemv and gemm on every kernel level the CPU has for that layout, checks the bits
  * against its own C rendering of the reference formula (sumf = fmaf(d * yd, (float) isum, sumf)),

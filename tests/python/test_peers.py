@@ -13,7 +13,8 @@ Run: python3 tests/python/test_peers.py [-v]      (needs numpy and PyPI gguf==0.
   --ptq1 FILE is run as is by ours-ptq1_0 and stock-ptq1_0, TQ1_0 comes from the fork's llama-quantize
   and IQ1_BN from ik_llama.cpp's; --embed-same converts token_embd and output to each file's type
   too (files of their own); a --ptq1 file without PTQ1_0 tensors is refused;
-* bytes per token count ours' PTQ1_0 matrices as held (34/28 of the file's bytes), the others' as filed;
+* bytes per token count ours' PTQ1_0 matrices as held (34/28 of the file's bytes as X16/T2P, the file's
+  bytes where the load line says L64 or PTQ1_0x4), the others' as filed;
 * --n-for runs one configuration with other generated tokens and tables them in the -n rows, saying so;
 * a configuration that fails to convert or to run stops the tool, or with --keep-going is named with
   the engine's own error line and left out while the others' table is printed (status 1 either way):
