@@ -69,10 +69,42 @@ pub const fn group_trits(g: usize) -> usize {
 /// `(3^n - 1) / 2` for a group of `n` trits: the index of the all-zero group.
 #[inline]
 pub const fn group_half(g: usize) -> u32 {
-    if g < 24 {
-        121
+    trits_half(group_trits(g))
+}
+
+/// `(3^n - 1) / 2`: the all-zero group's index of an `n`-trit group (121 for five, 40 for four).
+#[inline]
+const fn trits_half(n: usize) -> u32 {
+    (3u32.pow(n as u32) - 1) / 2
+}
+
+/// The digits (trit `i` at `[i]`, 0..=2) that index `c` (0..128, the byte's low seven bits) stands
+/// for in a group of `n` trits, before the sign: those of `c + half` up to `half`, all 0 past it
+/// (no encoding writes such an index); trits `n..5` are 1 (weight 0). The one rule behind
+/// [`decode_group`], the activation tables' entries and the kernels' code tables.
+#[inline]
+pub const fn index_digits(n: usize, c: u32) -> [u8; 5] {
+    let half = trits_half(n);
+    let mut t = [1u8; 5];
+    let mut u = c + half;
+    let mut i = 0;
+    while i < n {
+        t[i] = if c > half { 0 } else { (u % 3) as u8 };
+        u /= 3;
+        i += 1;
+    }
+    t
+}
+
+/// Group `g`'s byte for `u = sum_i 3^i digit_i`: `u - half` if `u >= half`, else
+/// `0x80 | (half - u)`.
+#[inline]
+const fn group_byte(g: usize, u: u32) -> u8 {
+    let half = group_half(g);
+    if u >= half {
+        (u - half) as u8
     } else {
-        40
+        0x80 | (half - u) as u8
     }
 }
 
@@ -107,12 +139,7 @@ pub fn encode_group(g: usize, digits: &[u8]) -> u8 {
         u += p * u32::from(t);
         p *= 3;
     }
-    let half = group_half(g);
-    if u >= half {
-        (u - half) as u8
-    } else {
-        0x80 | (half - u) as u8
-    }
+    group_byte(g, u)
 }
 
 /// A group's digits (trit `i` at `[i]`, 0..=2; unused trits 1) from its byte. Every byte decodes,
@@ -121,20 +148,9 @@ pub fn encode_group(g: usize, digits: &[u8]) -> u8 {
 /// digit `t` into `2 - t` (so `0x80` is the zero group, as `0x00`).
 #[inline]
 pub fn decode_group(g: usize, byte: u8) -> [u8; 5] {
-    let (c, neg) = (u32::from(byte & 0x7f), byte & 0x80 != 0);
-    let half = group_half(g);
-    let mut out = [1u8; 5];
     let n = group_trits(g);
-    if c > half {
-        out[..n].fill(0);
-    } else {
-        let mut u = c + half;
-        for t in out.iter_mut().take(n) {
-            *t = (u % 3) as u8;
-            u /= 3;
-        }
-    }
-    if neg {
+    let mut out = index_digits(n, u32::from(byte & 0x7f));
+    if byte & 0x80 != 0 {
         for t in out.iter_mut().take(n) {
             *t = 2 - *t;
         }
@@ -173,17 +189,11 @@ impl BlockL64 {
             let (byte, n) = SOURCE[g][i];
             u32::from(TRITS[usize::from(bytes[usize::from(byte)])][usize::from(n)])
         };
-        let put = |q: &mut [[u8; L64_ROWS]; L64_GROUPS], g: usize, u: u32| {
-            let half = group_half(g);
-            q[g][p] = if u >= half { (u - half) as u8 } else { 0x80 | (half - u) as u8 };
-        };
         for g in 0..24 {
-            let u = (0..5).map(|i| POW3[i] * digit(g, i)).sum();
-            put(&mut self.q, g, u);
+            self.q[g][p] = group_byte(g, (0..5).map(|i| POW3[i] * digit(g, i)).sum());
         }
         for g in 24..L64_GROUPS {
-            let u = (0..4).map(|i| POW3[i] * digit(g, i)).sum();
-            put(&mut self.q, g, u);
+            self.q[g][p] = group_byte(g, (0..4).map(|i| POW3[i] * digit(g, i)).sum());
         }
         self.d[SCALE_OF_ROW[r]] = b.d;
     }
@@ -217,12 +227,7 @@ impl BlockL64 {
     /// # Panics
     /// If `r >= 64`.
     pub fn row(&self, r: usize) -> BlockPq2_0 {
-        let c = self.row_codes(r);
-        let mut qs = [0u8; 32];
-        for (j, &c) in c.iter().enumerate() {
-            qs[j / 4] |= c << (2 * (j % 4));
-        }
-        BlockPq2_0 { d: self.row_d(r), qs }
+        BlockPq2_0::from_codes(self.row_d(r), &self.row_codes(r))
     }
 }
 

@@ -14,8 +14,8 @@ mod t2p;
 mod x16;
 
 pub use l64::{
-    decode_group, encode_group, group_half, group_trits, group_weight, position_row, scale_position, BlockL64,
-    L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
+    decode_group, encode_group, group_half, group_trits, group_weight, index_digits, position_row, scale_position,
+    BlockL64, L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
 };
 pub use pq2_0::BlockPq2_0;
 pub use ptq1_0::{digits_swar, ptq1_0_digit, ptq1_0_element_source, BlockPtq1_0, BlockPtq1_0x4, TRITS, TRIT_BYTES};

@@ -4,13 +4,13 @@
 //! multiplication and split over the threads like every pack.
 //!
 //! Entry `c` of group `g`'s table is `sum_i (t_i - 1) * y[group_weight(g, i)]` for the digits
-//! `t_i` of `u = c + half` (`u = sum_i 3^i t_i`, `half` = [`group_half`]), for `c <= half`; the
-//! entries past `half` (which no L64 byte indexes) are those of all digits 0 (every weight -1).
+//! `t_i` of index `c` ([`crate::format::index_digits`]: those of `u = c + half`, `u = sum_i 3^i
+//! t_i`, for `c <= half`; past `half`, which no L64 byte indexes, all digits 0: every weight -1).
 //! `|entry| <= 5 * 128 = 640` (Q8_K values through the C ABI may hold -128), so an entry
 //! is an int16, stored as its low byte (`t[g][0][c]`) and high byte (`t[g][1][c]`): two
 //! 128-byte `vpermi2b` tables.
 
-use crate::format::{group_half, group_trits, group_weight, L64_GROUPS, QK};
+use crate::format::{group_trits, group_weight, index_digits, L64_GROUPS, QK};
 use core::mem::size_of;
 
 /// One column's tables for one 128-weight block, and the Q8_K scale.
@@ -40,30 +40,13 @@ impl LutHalf {
     }
 }
 
-/// The digits `t_i` (trit `i` at `[i]`) of group `g`'s index `c` (0..=half; all 0 past it), 1
-/// for unused trits.
-#[inline]
-fn index_digits(g: usize, c: u32) -> [u8; 5] {
-    let mut t = [1u8; 5];
-    if c > group_half(g) {
-        t[..group_trits(g)].fill(0);
-        return t;
-    }
-    let mut u = c + group_half(g);
-    for x in t.iter_mut().take(group_trits(g)) {
-        *x = (u % 3) as u8;
-        u /= 3;
-    }
-    t
-}
-
 /// Builds `out`'s tables from one half block's 128 values `y` and scale `d`, the obvious way.
 pub fn build_scalar(y: &[i8], d: f32, out: &mut LutHalf) {
     assert_eq!(y.len(), QK);
     out.d = d;
     for g in 0..L64_GROUPS {
         for c in 0..128u32 {
-            let t = index_digits(g, c);
+            let t = index_digits(group_trits(g), c);
             let e: i32 = (0..group_trits(g)).map(|i| (i32::from(t[i]) - 1) * i32::from(y[group_weight(g, i)])).sum();
             let [lo, hi] = (e as i16).to_le_bytes();
             out.t[g][0][c as usize] = lo;
@@ -89,7 +72,7 @@ pub fn build(y: &[i8], d: f32, out: &mut LutHalf) {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use super::LutHalf;
-    use crate::format::{group_trits, group_weight, L64_GROUPS, QK};
+    use crate::format::{group_trits, group_weight, index_digits, L64_GROUPS, QK};
     use core::arch::x86_64::*;
 
     /// `DIGITS[five][pair][c]`: the `vpmaddubsw` operand of entry `c` (int16 lane `c % 32` of
@@ -99,20 +82,15 @@ pub(crate) mod x86 {
         let mut t = [[[[0u8; 2]; 128]; 3]; 2];
         let mut f = 0;
         while f < 2 {
-            let (half, n) = if f == 1 { (121u32, 5usize) } else { (40, 4) };
+            let n = 4 + f;
             let mut c = 0u32;
-            while c <= half {
-                let mut u = c + half;
-                let mut dg = [0u8; 6];
-                let mut i = 0;
-                while i < n {
-                    dg[i] = (u % 3) as u8;
-                    u /= 3;
-                    i += 1;
-                }
+            while c < 128 {
+                let d = index_digits(n, c);
+                // trits past n (and the sixth) multiply nothing: 0
                 let mut p = 0;
                 while p < 3 {
-                    t[f][p][c as usize] = [dg[2 * p], dg[2 * p + 1]];
+                    let (a, b) = (2 * p, 2 * p + 1);
+                    t[f][p][c as usize] = [if a < n { d[a] } else { 0 }, if b < n { d[b] } else { 0 }];
                     p += 1;
                 }
                 c += 1;

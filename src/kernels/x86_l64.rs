@@ -17,7 +17,9 @@
 use super::act_lut::LutHalf;
 use super::act_pack::{ActTile16, Q8Half};
 use super::operands::{Job, OutPtr};
-use crate::format::{position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW};
+use crate::format::{
+    index_digits, position_row, scale_position, BlockL64, BlockX16, L64_GROUPS, L64_ROWS, SCALE_OF_ROW,
+};
 use core::arch::x86_64::*;
 
 /// Blocks ahead of the one in use that the gemv prefetches (measured on the AMX Xeon VM with a
@@ -146,29 +148,17 @@ struct Table([u8; 128]);
 /// five-trit groups (`five` 1) and four-trit ones (0); `TB[c]`: trit 4's code (five-trit
 /// groups). Indices past `half` (no repack writes them) give code 0, as
 /// [`crate::format::decode_group`] reads them.
-static TA: [Table; 2] = [Table(codes_table(40, 0)), Table(codes_table(121, 0))];
-static TB: Table = Table(codes_table(121, 4));
+static TA: [Table; 2] = [Table(codes_table(4, 0)), Table(codes_table(5, 0))];
+static TB: Table = Table(codes_table(5, 4));
 
-/// The table of trits `from .. from + 4` (only trit 4 when `from == 4`) as packed codes.
-const fn codes_table(half: u32, from: u32) -> [u8; 128] {
+/// The table, for groups of `n` trits, of trits 0..4 as packed codes (`from == 0`) or of trit 4
+/// alone (`from == 4`), through [`index_digits`].
+const fn codes_table(n: usize, from: usize) -> [u8; 128] {
     let mut t = [0u8; 128];
     let mut c = 0u32;
     while c < 128 {
-        // past half: every digit 0
-        let mut u = if c > half { 0 } else { c + half };
-        let mut v = 0u8;
-        let mut i = 0;
-        while i < 5 {
-            let digit = (u % 3) as u8;
-            if from == 0 && i < 4 {
-                v |= digit << (2 * i);
-            } else if from == 4 && i == 4 {
-                v = digit;
-            }
-            u /= 3;
-            i += 1;
-        }
-        t[c as usize] = v;
+        let d = index_digits(n, c);
+        t[c as usize] = if from == 4 { d[4] } else { d[0] | d[1] << 2 | d[2] << 4 | d[3] << 6 };
         c += 1;
     }
     t
